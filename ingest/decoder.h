@@ -1,0 +1,98 @@
+// Decoder: one vLLM KV-event ZMQ message -> a typed EventBatch.
+//
+// Accepts every wire era vLLM has shipped (see docs/WIRE.md and
+// ../shared/reference/vllm-kv-events.md): outer batch [ts, events] or
+// [ts, events, rank] (an outer map is tolerated), events as tagged arrays of
+// any length or tagged maps with unknown keys ignored, non-minimal headers,
+// hashes as any msgpack int or bin.
+//
+// Errors are values, never exceptions: a malformed message yields a
+// DecodeError whose `reason` is a stable label (for the metric
+// kvidx_decode_errors_total{reason}) and whose `detail` names the field.
+// An event with an unknown tag is skipped and counted in
+// EventBatch::unknown_events; the rest of the batch is kept.
+//
+// Allocation is bounded by the payload size: every declared length is
+// checked against the bytes that remain before anything is reserved.
+//
+// Thread-compatible: a Decoder holds only limits; use one per thread or share
+// a const one.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/status.h"
+#include "ingest/event.h"
+
+namespace kvidx::ingest {
+
+enum class DecodeErrorReason : uint8_t {
+  kFrameCount,      // not topic/seq/payload
+  kSeqLength,       // sequence frame not 8 bytes
+  kTruncated,       // msgpack ends early
+  kBadEnvelope,     // outer batch shape wrong (not [ts, events(, rank)])
+  kBadEvent,        // an event is neither a tagged array nor a tagged map
+  kWrongType,       // a field has a msgpack type vLLM never sends there
+  kTooLarge,        // a length beyond the configured limits or the payload
+  kTrailingBytes,   // bytes after the outer object
+};
+
+std::string_view DecodeErrorReasonLabel(DecodeErrorReason r);  // "frame_count", ...
+
+struct DecodeError {
+  DecodeErrorReason reason;
+  std::string detail;  // e.g. "event 2 (BlockStored): field token_ids: expected array, got str"
+};
+
+struct DecodeLimits {
+  uint32_t max_events_per_batch = 1u << 20;
+  uint32_t max_hashes_per_event = 1u << 20;
+  uint32_t max_tokens_per_event = 1u << 24;
+  uint32_t max_depth = 32;         // nesting bound when skipping unknown values
+};
+
+// One ZMQ message as received: [topic, seq(8 bytes BE), payload].
+struct RawMessage {
+  std::string_view topic;
+  uint64_t seq = 0;
+  std::string_view payload;
+};
+
+class Decoder {
+ public:
+  explicit Decoder(DecodeLimits limits = {}) : limits_(limits) {}
+
+  // Checks frame count and sequence width. `frames` views the message parts.
+  static bool SplitFrames(std::span<const std::string_view> frames, RawMessage* out, DecodeError* err);
+
+  // Decodes `payload` into `out` (cleared first). On failure returns false,
+  // fills `err`, and leaves `out` in an unspecified but valid state.
+  bool DecodePayload(std::string_view payload, EventBatch* out, DecodeError* err) const;
+
+ private:
+  DecodeLimits limits_;
+};
+
+// One entry of a block's extra keys (vllm generate_block_hash_extra_keys):
+// a LoRA name or cache salt (str), a multimodal (identifier, offset) pair,
+// a prompt-embeds digest (bytes), or an int (pre-#27211 lora_int_id).
+struct ExtraKey {
+  enum class Kind : uint8_t { kStr, kInt, kBytes, kMm } kind = Kind::kStr;
+  std::string str;        // kStr, kBytes, kMm identifier
+  int64_t num = 0;        // kInt value, kMm offset
+  friend bool operator==(const ExtraKey&, const ExtraKey&) = default;
+};
+
+// Decodes the raw `extra_keys` field of a BlockStored event: one entry per
+// block, each nullopt (nil) or the list of keys. Off the hot path.
+struct BlockExtraKeys {
+  bool present = false;
+  std::vector<ExtraKey> keys;
+};
+bool DecodeExtraKeys(std::string_view raw, std::vector<BlockExtraKeys>* out, DecodeError* err);
+
+}  // namespace kvidx::ingest

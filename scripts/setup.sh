@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything kvidx needs to build, test and benchmark, from Debian 12
+# packages only. Idempotent: re-running it installs nothing new.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  clang libclang-rt-14-dev            # libFuzzer target and sanitizer runtimes
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  librocksdb-dev libssl-dev prometheus-cpp-dev libspdlog-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "setup: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

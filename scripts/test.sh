@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# README command 2 and what CI runs: install, build, run every test.
+#   1. Release build, all tests (ctest)
+#   2. ASan+UBSan build, all tests
+#   3. TSan build, the threaded tests (labels ingest, index)
+#   4. clang libFuzzer build; replay the seed corpus and fuzz briefly
+# Exits non-zero on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+JOBS=${JOBS:-$(nproc)}
+start=$(date +%s)
+stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
+
+stage "setup"
+bash scripts/setup.sh
+
+stage "release build + tests"
+BUILD_DIR=build bash scripts/build.sh
+ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 300
+
+stage "ASan+UBSan build + tests"
+BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo bash scripts/build.sh \
+  -DKVIDX_SANITIZE=address -DKVIDX_BUILD_BENCH=OFF
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" --timeout 600
+
+stage "TSan build + threaded tests"
+BUILD_DIR=build-tsan BUILD_TYPE=RelWithDebInfo bash scripts/build.sh \
+  -DKVIDX_SANITIZE=thread -DKVIDX_BUILD_BENCH=OFF
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --test-dir build-tsan --output-on-failure -j "$JOBS" --timeout 600 -L 'ingest|index'
+
+stage "fuzz: corpus replay + short run"
+bash scripts/fuzz.sh --ci
+
+stage "done in $(( $(date +%s) - start ))s"
