@@ -1,6 +1,6 @@
 // Decoder: one vLLM KV-event ZMQ message -> a typed EventBatch.
 //
-// Accepts every wire era vLLM has shipped (see docs/WIRE.md and
+// Accepts every wire era vLLM has shipped (see docs/ARCHITECTURE.md and
 // ../shared/reference/vllm-kv-events.md): outer batch [ts, events] or
 // [ts, events, rank] (an outer map is tolerated), events as tagged arrays of
 // any length or tagged maps with unknown keys ignored, non-minimal headers,

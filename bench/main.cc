@@ -1,0 +1,39 @@
+// kvidx-bench entry point.
+//
+//   kvidx-bench [google-benchmark flags]   microbenchmarks (decode, hash, ...)
+//   kvidx-bench w1 [--n N] ...             workload W1 (shared/bench/workload.md)
+//   kvidx-bench ingest ...                 PUB -> decode -> sink, end to end
+//
+// Custom drivers exist where Google Benchmark's per-iteration model does not
+// fit: W1 reports a checksum, latency percentiles and resident-memory growth.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstring>
+
+#if __has_include("bench/w1_bench.h")
+#include "bench/w1_bench.h"
+#define KVIDX_HAVE_W1 1
+#endif
+#if __has_include("bench/ingest_bench.h")
+#include "bench/ingest_bench.h"
+#define KVIDX_HAVE_INGEST 1
+#endif
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && argv[1][0] != '-') {
+#ifdef KVIDX_HAVE_W1
+    if (std::strcmp(argv[1], "w1") == 0) return RunW1Bench(argc - 1, argv + 1);
+#endif
+#ifdef KVIDX_HAVE_INGEST
+    if (std::strcmp(argv[1], "ingest") == 0) return RunIngestBench(argc - 1, argv + 1);
+#endif
+    std::fprintf(stderr, "kvidx-bench: unknown driver '%s'\n", argv[1]);
+    return 2;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
