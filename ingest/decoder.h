@@ -13,7 +13,25 @@
 // EventBatch::unknown_events; the rest of the batch is kept.
 //
 // Allocation is bounded by the payload size: every declared length is
-// checked against the bytes that remain before anything is reserved.
+// checked against the bytes that remain before anything is reserved. An
+// array/map count that cannot fit in the remaining bytes is kTooLarge; a
+// str/bin/ext byte length running past the end is kTruncated.
+//
+// Leniency, decided once (forward compatibility without guessing):
+//   - an outer array longer than 3, event arrays longer than the last array
+//     schema (BlockStored 11 fields, BlockRemoved 3), unknown map keys and
+//     non-str map keys are skipped; positions past those schemas are ignored
+//     even if a later field (locality, origin, ...) would sit there, because
+//     no vLLM ever sent those fields in array form;
+//   - missing fields (shorter arrays, absent keys) are absent / 0 / empty;
+//     `origin` (proposed #51699) is read from map-form BlockStored only;
+//   - a duplicate key in an event map: the last one wins (a second outer
+//     `events` is kBadEnvelope: it would merge two batches);
+//   - strings (tags, keys, medium, ...) must be msgpack str: msgspec always
+//     encodes a Python str as str, so a bin there is kWrongType;
+//   - nil where vLLM never sends it (block_hashes, token_ids, block_size)
+//     is kWrongType; so is an integer outside int64 (except hashes, which
+//     take any 64-bit int or bin).
 //
 // Thread-compatible: a Decoder holds only limits; use one per thread or share
 // a const one.
@@ -36,8 +54,8 @@ enum class DecodeErrorReason : uint8_t {
   kTruncated,       // msgpack ends early
   kBadEnvelope,     // outer batch shape wrong (not [ts, events(, rank)])
   kBadEvent,        // an event is neither a tagged array nor a tagged map
-  kWrongType,       // a field has a msgpack type vLLM never sends there
-  kTooLarge,        // a length beyond the configured limits or the payload
+  kWrongType,       // a field has a msgpack type vLLM never sends there (or byte 0xc1)
+  kTooLarge,        // a length beyond the configured limits or the payload, or nesting > max_depth
   kTrailingBytes,   // bytes after the outer object
 };
 
@@ -52,7 +70,7 @@ struct DecodeLimits {
   uint32_t max_events_per_batch = 1u << 20;
   uint32_t max_hashes_per_event = 1u << 20;
   uint32_t max_tokens_per_event = 1u << 24;
-  uint32_t max_depth = 32;         // nesting bound when skipping unknown values
+  uint32_t max_depth = 32;         // nesting bound when skipping unknown values (capped at 256)
 };
 
 // One ZMQ message as received: [topic, seq(8 bytes BE), payload].
