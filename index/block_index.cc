@@ -1,0 +1,817 @@
+#include "index/block_index.h"
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <unordered_map>
+
+#include "index/block_shard.h"
+#include "index/epoch.h"
+#include "index/recency.h"
+
+namespace kvidx {
+
+using internal::AWord;
+using internal::kNoId;
+using internal::kShards;
+using internal::Ld;
+using internal::OwnerGroup;
+using internal::OwnerKey;
+using internal::OwnerSource;
+using internal::OwnerTier;
+using internal::ProbeKey;
+using internal::Rec;
+using internal::Shard;
+using internal::St;
+
+namespace {
+
+constexpr uint32_t kUnindexedGroup = 0xFF;        // groups >= this are never indexed
+constexpr uint32_t kNoPrimary = 0xFFFFFFFF;
+constexpr uint64_t kRebaseAt = 0xF0000000ULL;    // stamps are u32: rebase well before wrap
+constexpr uint32_t kClearBatch = 64;              // records per shard-lock hold in ClearSource
+
+inline uint32_t RefOf(uint32_t w) { return w & 0xFFFF; }
+inline uint32_t HitsOf(uint32_t w) { return w >> 16; }
+inline uint32_t RefHits(uint32_t ref, uint32_t hits) {
+  return (ref > 0xFFFF ? 0xFFFF : ref) | ((hits > 0xFFFF ? 0xFFFF : hits) << 16);
+}
+
+}  // namespace
+
+struct Model {
+  std::string name;
+  ModelOptions options;
+  std::atomic<uint32_t> primary_group{kNoPrimary};
+  std::array<std::atomic<uint64_t>, 4> indexed_groups{};   // bit per group that had an indexed store
+  std::array<Shard, kShards> shards;
+
+  void MarkIndexed(uint32_t g) {
+    indexed_groups[g >> 6].fetch_or(uint64_t{1} << (g & 63), std::memory_order_relaxed);
+  }
+  bool WasIndexed(uint32_t g) const {
+    return (indexed_groups[g >> 6].load(std::memory_order_relaxed) >> (g & 63)) & 1;
+  }
+
+  uint32_t PrimaryGroup() const {
+    uint32_t g = primary_group.load(std::memory_order_relaxed);
+    return g == kNoPrimary ? 0 : g;
+  }
+};
+
+// Per (source, model, shard): record ids where the source owns (or owned)
+// something. Appended on every new owner; stale and duplicate entries are
+// tolerated and compacted away once they outnumber live owners.
+struct SourceLog {
+  std::vector<uint32_t> ids;
+  uint64_t live = 0;   // owners of this source in this shard
+};
+
+struct SourceData {
+  std::mutex mu;                    // serialises this source's writers
+  uint64_t clock = 0;               // recency clock; stamps are clock values (< 2^32)
+  internal::RecencyHistogram gpu_hist;
+  std::vector<std::unique_ptr<std::array<SourceLog, kShards>>> logs;   // by ModelId
+  internal::SourceCounters counters;
+
+  std::array<SourceLog, kShards>& LogsFor(ModelId m) {
+    if (logs.size() <= m) logs.resize(m + 1);
+    if (!logs[m]) logs[m] = std::make_unique<std::array<SourceLog, kShards>>();
+    return *logs[m];
+  }
+};
+
+struct BlockIndex::Impl {
+  mutable internal::EpochDomain epoch;
+  std::mutex admin_mu;   // model and source creation
+  std::unordered_map<std::string, ModelId> model_ids;
+  std::atomic<uint32_t> model_count{0};
+  std::unique_ptr<std::atomic<Model*>[]> models{new std::atomic<Model*>[kMaxModels]()};
+  internal::PtrDir<SourceData> sources{kMaxSources};   // lazily committed: 512 KiB of mostly nulls
+  internal::RankHistogramCounters eviction_rank;
+
+  ~Impl() {
+    for (uint32_t i = 0; i < kMaxModels; ++i) delete models[i].load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < kMaxSources; ++i) delete sources.Get(i);
+  }
+
+  Model* GetModel(ModelId m) const {
+    return m < kMaxModels ? models[m].load(std::memory_order_acquire) : nullptr;
+  }
+  SourceData* GetSource(SourceId s) const {
+    return s < kMaxSources ? sources.Get(s) : nullptr;
+  }
+  SourceData* GetOrCreateSource(SourceId s) {
+    SourceData* d = GetSource(s);
+    if (d != nullptr) return d;
+    std::lock_guard<std::mutex> lock(admin_mu);
+    d = sources.Get(s);
+    if (d == nullptr) {
+      d = new SourceData();
+      sources.Set(s, d);
+    }
+    return d;
+  }
+
+  // Writer-side helpers; the caller holds src.mu.
+  void NoteNewOwner(SourceData& src, ModelId m, uint32_t shard_idx, uint32_t id);
+  void CompactLog(SourceData& src, Model& model, uint32_t shard_idx, SourceLog& log, uint32_t source);
+  void MaybeRebase(SourceData& src, SourceId source, uint64_t needed);
+  void ApplyStore(Model& model, ModelId m, SourceData& src, uint32_t okey, const BlockKey& key,
+                  uint32_t stamp, bool hit_candidate, bool reused);
+  bool Holds(Model& model, const BlockKey& key, uint32_t okey);
+  void AdjustTierCount(SourceData& src, uint32_t tier, int64_t d) {
+    src.counters.blocks_per_tier[tier].fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
+  }
+  void AddGpuCopies(SourceData& src, int64_t d) {
+    src.counters.gpu_copies.fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
+  }
+  // Visits every live record of `src` in `model` (deduplicated log), under
+  // the shard lock in batches. fn(shard, id) runs inside no write section.
+  template <typename Fn>
+  void ForEachSourceRecord(SourceData& src, ModelId m, Model& model, uint32_t source, Fn fn);
+};
+
+BlockIndex::BlockIndex() : impl_(std::make_unique<Impl>()) {}
+BlockIndex::~BlockIndex() = default;
+
+// ------------------------------------------------------------------ models
+
+Result<ModelId> BlockIndex::AddModel(std::string_view name, const ModelOptions& options) {
+  std::lock_guard<std::mutex> lock(impl_->admin_mu);
+  auto it = impl_->model_ids.find(std::string(name));
+  if (it != impl_->model_ids.end()) return it->second;
+  uint32_t n = impl_->model_count.load(std::memory_order_relaxed);
+  if (n >= kMaxModels) return Status::OutOfRange("too many models");
+  if (options.max_query_blocks == 0) return Status::InvalidArgument("max_query_blocks must be > 0");
+  auto* m = new Model();
+  m->name = std::string(name);
+  m->options = options;
+  impl_->models[n].store(m, std::memory_order_release);
+  impl_->model_ids.emplace(std::string(name), n);
+  impl_->model_count.store(n + 1, std::memory_order_release);
+  return n;
+}
+
+std::optional<ModelId> BlockIndex::FindModel(std::string_view name) const {
+  std::lock_guard<std::mutex> lock(impl_->admin_mu);
+  auto it = impl_->model_ids.find(std::string(name));
+  if (it == impl_->model_ids.end()) return std::nullopt;
+  return it->second;
+}
+
+// ------------------------------------------------------------------ ingest
+
+void BlockIndex::Impl::NoteNewOwner(SourceData& src, ModelId m, uint32_t shard_idx, uint32_t id) {
+  SourceLog& log = src.LogsFor(m)[shard_idx];
+  // Grow by 1.5x, not 2x: the log is ~4 bytes per owned block, and its
+  // slack counts against the per-block memory budget.
+  if (log.ids.size() == log.ids.capacity()) log.ids.reserve(log.ids.size() + log.ids.size() / 2 + 8);
+  log.ids.push_back(id);
+  ++log.live;
+}
+
+bool BlockIndex::Impl::Holds(Model& model, const BlockKey& key, uint32_t okey) {
+  ProbeKey pk(key);
+  Shard& sh = model.shards[pk.shard()];
+  std::lock_guard<std::mutex> lock(sh.mu);
+  uint32_t id = sh.Find(pk);
+  return id != kNoId && sh.FindOwner(id, okey) != nullptr;
+}
+
+void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint32_t okey,
+                                  const BlockKey& key, uint32_t stamp, bool hit_candidate, bool reused) {
+  ProbeKey pk(key);
+  uint32_t shard_idx = pk.shard();
+  Shard& sh = model.shards[shard_idx];
+  const uint32_t tier = OwnerTier(okey);
+  const bool gpu = tier == static_cast<uint32_t>(Tier::kGpu);
+  internal::SourceCounters& c = src.counters;
+
+  std::unique_lock<std::mutex> lock(sh.mu);
+  uint32_t id = sh.Find(pk);
+  AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
+  if (o != nullptr) {
+    uint32_t old_stamp = Ld(o[1]);
+    uint32_t rh = Ld(o[2]);
+    sh.BeginWrite();
+    St(o[1], stamp);
+    if (hit_candidate) {
+      St(o[2], RefHits(RefOf(rh), HitsOf(rh) + 1));
+    } else {
+      St(o[2], RefHits(RefOf(rh) + 1, HitsOf(rh)));
+    }
+    sh.EndWrite();
+    lock.unlock();
+    if (hit_candidate) {
+      c.hits.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      c.duplicate_copies.fetch_add(1, std::memory_order_relaxed);
+      if (gpu) AddGpuCopies(src, 1);
+    }
+    if (gpu) {
+      src.gpu_hist.Remove(old_stamp);
+      src.gpu_hist.Add(stamp);
+    }
+    return;
+  }
+  // A new owner. An engine-declared reuse of a block we never saw is a hit
+  // on a block whose original store we missed.
+  uint32_t rh = RefHits(1, reused ? 1 : 0);
+  if (id == kNoId) {
+    id = sh.InsertRecord(pk, okey, stamp, rh, &epoch);
+  } else {
+    sh.BeginWrite();
+    sh.AddOwner(id, okey, stamp, rh);
+    sh.EndWrite();
+  }
+  lock.unlock();
+  NoteNewOwner(src, m, shard_idx, id);
+  AdjustTierCount(src, tier, 1);
+  if (reused) {
+    c.hits.fetch_add(1, std::memory_order_relaxed);
+    c.drift_reused_unknown.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (gpu) {
+    AddGpuCopies(src, 1);
+    src.gpu_hist.Add(stamp);
+  }
+  SourceLog& log = src.LogsFor(m)[shard_idx];
+  if (log.ids.size() > 2 * log.live + 64) CompactLog(src, model, shard_idx, log, OwnerSource(okey));
+}
+
+void BlockIndex::Impl::CompactLog(SourceData& /*src*/, Model& model, uint32_t shard_idx, SourceLog& log,
+                                  uint32_t source) {
+  std::sort(log.ids.begin(), log.ids.end());
+  log.ids.erase(std::unique(log.ids.begin(), log.ids.end()), log.ids.end());
+  Shard& sh = model.shards[shard_idx];
+  size_t keep = 0;
+  uint64_t live = 0;
+  for (size_t i = 0; i < log.ids.size(); i += 4 * kClearBatch) {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    size_t end = std::min(log.ids.size(), i + 4 * kClearBatch);
+    for (size_t j = i; j < end; ++j) {
+      uint32_t id = log.ids[j];
+      if (!sh.IsLive(id)) continue;
+      uint32_t n = 0;
+      AWord* o = sh.Owners(sh.RecAt(id), &n);
+      uint64_t mine = 0;
+      for (uint32_t k = 0; k < n; ++k) mine += OwnerSource(Ld(o[3 * k])) == source;
+      if (mine == 0) continue;
+      live += mine;
+      log.ids[keep++] = id;
+    }
+  }
+  log.ids.resize(keep);
+  log.ids.shrink_to_fit();
+  log.live = live;
+}
+
+template <typename Fn>
+void BlockIndex::Impl::ForEachSourceRecord(SourceData& src, ModelId m, Model& model, uint32_t source, Fn fn) {
+  if (src.logs.size() <= m || !src.logs[m]) return;
+  auto& logs = *src.logs[m];
+  for (uint32_t s = 0; s < kShards; ++s) {
+    SourceLog& log = logs[s];
+    if (log.ids.empty()) continue;
+    CompactLog(src, model, s, log, source);   // dedupe so each record is visited once
+    Shard& sh = model.shards[s];
+    for (size_t i = 0; i < log.ids.size(); i += kClearBatch) {
+      std::lock_guard<std::mutex> lock(sh.mu);
+      size_t end = std::min(log.ids.size(), i + kClearBatch);
+      for (size_t j = i; j < end; ++j) {
+        if (sh.IsLive(log.ids[j])) fn(sh, log.ids[j]);
+      }
+    }
+  }
+}
+
+void BlockIndex::Impl::MaybeRebase(SourceData& src, SourceId source, uint64_t needed) {
+  if (src.clock + needed < kRebaseAt) return;
+  // Stamps are 32-bit. Shift them down by the oldest live GPU stamp when that
+  // frees enough room; otherwise halve them all. Both keep the order.
+  uint64_t oldest = src.gpu_hist.size() > 0 ? src.gpu_hist.OldestStamp() : src.clock;
+  bool subtract = oldest >= (1ULL << 30);
+  auto f = [&](uint32_t s) -> uint32_t {
+    if (subtract) return s >= oldest ? static_cast<uint32_t>(s - oldest) : 0;
+    return s >> 1;
+  };
+  src.gpu_hist.Clear();
+  uint32_t n_models = model_count.load(std::memory_order_acquire);
+  for (ModelId m = 0; m < n_models; ++m) {
+    Model* model = GetModel(m);
+    if (model == nullptr) continue;
+    ForEachSourceRecord(src, m, *model, source, [&](Shard& sh, uint32_t id) {
+      uint32_t n = 0;
+      AWord* o = sh.Owners(sh.RecAt(id), &n);
+      sh.BeginWrite();
+      for (uint32_t k = 0; k < n; ++k) {
+        uint32_t okey = Ld(o[3 * k]);
+        if (OwnerSource(okey) != source) continue;
+        uint32_t ns = f(Ld(o[3 * k + 1]));
+        St(o[3 * k + 1], ns);
+        if (OwnerTier(okey) == static_cast<uint32_t>(Tier::kGpu)) src.gpu_hist.Add(ns);
+      }
+      sh.EndWrite();
+    });
+  }
+  src.clock = subtract ? src.clock - oldest : src.clock >> 1;
+}
+
+Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup group,
+                         std::span<const BlockKey> hashes, std::optional<BlockKey> parent,
+                         StoreOrigin origin) {
+  Model* model = impl_->GetModel(model_id);
+  if (model == nullptr) return Status::NotFound("unknown model id " + std::to_string(model_id));
+  if (source >= kMaxSources) return Status::OutOfRange("source id out of range");
+  if (static_cast<size_t>(tier) >= kMaxTiers) return Status::OutOfRange("tier id out of range");
+  SourceData& src = *impl_->GetOrCreateSource(source);
+  std::lock_guard<std::mutex> lock(src.mu);
+  internal::SourceCounters& c = src.counters;
+
+  bool indexed = group.idx < kUnindexedGroup &&
+                 (model->options.index_all_groups || group.kind == GroupKind::kFullAttention ||
+                  (group.kind == GroupKind::kAbsent && group.idx == 0));
+  if (!indexed) {
+    c.unindexed_blocks.fetch_add(hashes.size(), std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  model->MarkIndexed(group.idx);
+  if (group.kind == GroupKind::kFullAttention) {
+    uint32_t expected = kNoPrimary;
+    model->primary_group.compare_exchange_strong(expected, group.idx, std::memory_order_relaxed);
+  }
+  if (hashes.empty()) return Status::Ok();
+  const uint32_t okey = OwnerKey(source, static_cast<uint32_t>(tier), group.idx);
+  // See the header: which stores are hits.
+  const bool reused = origin == StoreOrigin::kReused;
+  const bool hit_candidate = reused || (origin == StoreOrigin::kUnknown && !parent.has_value());
+  if (parent.has_value() && !reused && !impl_->Holds(*model, *parent, okey)) {
+    c.drift_orphan_store.fetch_add(1, std::memory_order_relaxed);
+  }
+  impl_->MaybeRebase(src, source, hashes.size() + 1);
+  // vLLM frees a finished request's blocks tail first, so its LRU evicts the
+  // tail before the head: give earlier blocks of the chain newer stamps.
+  const uint64_t base = src.clock;
+  const size_t n = hashes.size();
+  src.clock += n;
+  for (size_t i = 0; i < n; ++i) {
+    impl_->ApplyStore(*model, model_id, src, okey, hashes[i], static_cast<uint32_t>(base + (n - i)),
+                      hit_candidate, reused);
+  }
+  c.stored_blocks.fetch_add(n, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup group,
+                          std::span<const BlockKey> hashes) {
+  Model* model = impl_->GetModel(model_id);
+  if (model == nullptr) return Status::NotFound("unknown model id " + std::to_string(model_id));
+  if (source >= kMaxSources) return Status::OutOfRange("source id out of range");
+  if (static_cast<size_t>(tier) >= kMaxTiers) return Status::OutOfRange("tier id out of range");
+  SourceData& src = *impl_->GetOrCreateSource(source);
+  std::lock_guard<std::mutex> lock(src.mu);
+  internal::SourceCounters& c = src.counters;
+  // BlockRemoved carries a group but no kind: it is indexed iff stores of
+  // that group were (a removal in a group never stored is not drift).
+  bool indexed = group.idx < kUnindexedGroup &&
+                 (model->options.index_all_groups || group.kind == GroupKind::kFullAttention ||
+                  model->WasIndexed(group.idx));
+  if (!indexed) {
+    c.unindexed_blocks.fetch_add(hashes.size(), std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  const uint32_t okey = OwnerKey(source, static_cast<uint32_t>(tier), group.idx);
+  const bool gpu = tier == Tier::kGpu;
+  for (const BlockKey& key : hashes) {
+    ProbeKey pk(key);
+    uint32_t shard_idx = pk.shard();
+    Shard& sh = model->shards[shard_idx];
+    std::unique_lock<std::mutex> slock(sh.mu);
+    uint32_t id = sh.Find(pk);
+    AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
+    if (o == nullptr) {
+      slock.unlock();
+      c.drift_remove_unknown.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    uint32_t stamp = Ld(o[1]);
+    uint32_t rh = Ld(o[2]);
+    bool last = RefOf(rh) <= 1;
+    sh.BeginWrite();
+    if (last) {
+      sh.RemoveOwner(id, okey);
+    } else {
+      St(o[2], RefHits(RefOf(rh) - 1, HitsOf(rh)));
+    }
+    sh.EndWrite();
+    slock.unlock();
+    if (gpu) {
+      impl_->eviction_rank.Add(src.gpu_hist.Rank(stamp));
+      impl_->AddGpuCopies(src, -1);
+    }
+    if (last) {
+      impl_->AdjustTierCount(src, static_cast<uint32_t>(tier), -1);
+      SourceLog& log = src.LogsFor(model_id)[shard_idx];
+      if (log.live > 0) --log.live;
+      if (gpu) src.gpu_hist.Remove(stamp);
+    }
+  }
+  c.removed_blocks.fetch_add(hashes.size(), std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
+  if (source >= kMaxSources) return Status::OutOfRange("source id out of range");
+  SourceData& src = *impl_->GetOrCreateSource(source);
+  std::lock_guard<std::mutex> lock(src.mu);
+  const bool all = !tier.has_value();
+  const uint32_t want_tier = all ? 0 : static_cast<uint32_t>(*tier);
+  uint32_t n_models = impl_->model_count.load(std::memory_order_acquire);
+  for (ModelId m = 0; m < n_models; ++m) {
+    Model* model = impl_->GetModel(m);
+    if (model == nullptr || src.logs.size() <= m || !src.logs[m]) continue;
+    auto& logs = *src.logs[m];
+    for (uint32_t s = 0; s < kShards; ++s) {
+      SourceLog& log = logs[s];
+      Shard& sh = model->shards[s];
+      uint64_t removed = 0;
+      // Duplicate or stale ids are harmless: a second visit finds no owner.
+      for (size_t i = 0; i < log.ids.size(); i += kClearBatch) {
+        std::lock_guard<std::mutex> slock(sh.mu);
+        size_t end = std::min(log.ids.size(), i + kClearBatch);
+        for (size_t j = i; j < end; ++j) {
+          uint32_t id = log.ids[j];
+          if (!sh.IsLive(id)) continue;
+          // Collect first: removing reshapes the owner array.
+          uint32_t victims[8];
+          uint32_t nv = 0;
+          bool more = true;
+          while (more && sh.IsLive(id)) {
+            nv = 0;
+            uint32_t n = 0;
+            AWord* o = sh.Owners(sh.RecAt(id), &n);
+            for (uint32_t k = 0; k < n && nv < 8; ++k) {
+              uint32_t okey = Ld(o[3 * k]);
+              if (OwnerSource(okey) == source && (all || OwnerTier(okey) == want_tier)) victims[nv++] = okey;
+            }
+            more = nv == 8;
+            if (nv == 0) break;
+            sh.BeginWrite();
+            for (uint32_t k = 0; k < nv; ++k) {
+              bool gone = sh.RemoveOwner(id, victims[k]);
+              (void)gone;
+            }
+            sh.EndWrite();
+            removed += nv;
+          }
+        }
+      }
+      if (all) {
+        log.ids.clear();
+        log.ids.shrink_to_fit();
+        log.live = 0;
+      } else {
+        log.live = log.live >= removed ? log.live - removed : 0;
+      }
+    }
+  }
+  internal::SourceCounters& c = src.counters;
+  for (size_t t = 0; t < kMaxTiers; ++t) {
+    if (all || t == want_tier) c.blocks_per_tier[t].store(0, std::memory_order_relaxed);
+  }
+  if (all || want_tier == static_cast<uint32_t>(Tier::kGpu)) {
+    c.gpu_copies.store(0, std::memory_order_relaxed);
+    src.gpu_hist.Clear();
+  }
+  c.clears.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------------ metadata
+
+void BlockIndex::SetSourceState(SourceId source, SourceState state) {
+  if (source >= kMaxSources) return;
+  impl_->GetOrCreateSource(source)->counters.state.store(static_cast<uint8_t>(state), std::memory_order_relaxed);
+}
+
+SourceState BlockIndex::GetSourceState(SourceId source) const {
+  SourceData* d = impl_->GetSource(source);
+  return d == nullptr ? SourceState::kUnknown
+                      : static_cast<SourceState>(d->counters.state.load(std::memory_order_relaxed));
+}
+
+void BlockIndex::SetSourceCapacity(SourceId source, uint64_t gpu_blocks) {
+  if (source >= kMaxSources) return;
+  impl_->GetOrCreateSource(source)->counters.gpu_capacity.store(gpu_blocks, std::memory_order_relaxed);
+}
+
+// ------------------------------------------------------------------ queries
+
+Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, const PrefixFilter& filter,
+                              PrefixMatch* out) const {
+  out->Reset();
+  const Model* model = impl_->GetModel(model_id);
+  if (model == nullptr) return Status::NotFound("unknown model id " + std::to_string(model_id));
+  size_t n = keys.size();
+  if (n > model->options.max_query_blocks) {
+    n = model->options.max_query_blocks;
+    out->truncated = true;
+  }
+  out->query_blocks = static_cast<uint32_t>(n);
+  const uint32_t group = filter.group.has_value() ? *filter.group : model->PrimaryGroup();
+  if (n == 0 || group >= kUnindexedGroup) return Status::Ok();
+  const uint64_t tier_mask = filter.tier_mask;
+  constexpr uint32_t kGpu = static_cast<uint32_t>(Tier::kGpu);
+
+  std::vector<PrefixMatch::Candidate>& cand = out->scratch_;
+  std::vector<int32_t>& slot_of = out->slot_of_source_;
+  std::vector<SourceMatch>& res = out->sources;
+
+  internal::EpochDomain::ReadGuard guard(impl_->epoch);
+  // Software pipeline over the (known) query keys: the lookup of block i is
+  // a chain of dependent cache misses (control word -> slot -> record ->
+  // owner array), so start them for blocks i+1..i+4 while block i runs.
+  constexpr size_t kRing = 8;
+  ProbeKey ring[kRing] = {ProbeKey(BlockKey()), ProbeKey(BlockKey()), ProbeKey(BlockKey()), ProbeKey(BlockKey()),
+                          ProbeKey(BlockKey()), ProbeKey(BlockKey()), ProbeKey(BlockKey()), ProbeKey(BlockKey())};
+  const size_t pre = std::min<size_t>(n, 4);
+  for (size_t j = 0; j < pre; ++j) {
+    ring[j] = ProbeKey(keys[j]);
+    model->shards[ring[j].shard()].PrefetchGroup(ring[j]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 4 < n) {
+      ProbeKey& f = ring[(i + 4) % kRing];
+      f = ProbeKey(keys[i + 4]);
+      model->shards[f.shard()].PrefetchGroup(f);
+    }
+    if (i + 2 < n) model->shards[ring[(i + 2) % kRing].shard()].PrefetchRecord(ring[(i + 2) % kRing]);
+    if (i + 1 < n) model->shards[ring[(i + 1) % kRing].shard()].PrefetchOwners(ring[(i + 1) % kRing]);
+    const ProbeKey& pk = ring[i % kRing];
+    const Shard& sh = model->shards[pk.shard()];
+    for (;;) {
+      cand.clear();
+      uint64_t s = sh.ReadBegin();
+      uint32_t id = sh.Find(pk);
+      bool ok = true;
+      if (id != kNoId) {
+        uint32_t cnt = 0;
+        Rec* r = sh.RecAt(id);
+        AWord* o = r == nullptr ? nullptr : sh.Owners(r, &cnt);
+        if (o == nullptr) {
+          ok = false;
+        } else {
+          for (uint32_t k = 0; k < cnt; ++k) {
+            uint32_t okey = Ld(o[3 * k]);
+            if (OwnerGroup(okey) != group) continue;
+            uint32_t tier = OwnerTier(okey);
+            if (tier >= 64 || ((tier_mask >> tier) & 1) == 0) continue;
+            uint32_t source = OwnerSource(okey);
+            if (i > 0) {
+              // Only sources still matching at block i can continue.
+              if (source >= slot_of.size()) continue;
+              int32_t slot = slot_of[source];
+              if (slot < 0 || res[static_cast<size_t>(slot)].blocks_with_lower_tiers < i) continue;
+            }
+            cand.push_back({source, static_cast<uint8_t>(tier), static_cast<uint16_t>(HitsOf(Ld(o[3 * k + 2])))});
+          }
+        }
+      }
+      if (sh.ReadValid(s) && ok) break;
+    }
+    if (cand.empty()) break;
+    uint32_t alive = 0;
+    const uint32_t bi = static_cast<uint32_t>(i);
+    for (const PrefixMatch::Candidate& cd : cand) {
+      if (cd.source >= slot_of.size()) slot_of.resize(cd.source + 1, -1);
+      int32_t slot = slot_of[cd.source];
+      if (slot < 0) {   // only at block 0
+        slot = static_cast<int32_t>(res.size());
+        slot_of[cd.source] = slot;
+        res.push_back(SourceMatch{});
+        res.back().source = cd.source;
+      }
+      SourceMatch& e = res[static_cast<size_t>(slot)];
+      if (e.blocks_with_lower_tiers == bi) {
+        e.blocks_with_lower_tiers = bi + 1;
+        ++alive;
+      }
+      if (cd.tier == kGpu && e.gpu_blocks == bi) {
+        e.gpu_blocks = bi + 1;
+        e.hits += cd.hits;
+        e.hit_blocks += cd.hits > 0;
+      }
+    }
+    if (alive == 0) break;
+  }
+  for (SourceMatch& e : res) {
+    SourceData* d = impl_->GetSource(e.source);
+    e.state = d == nullptr ? SourceState::kUnknown
+                           : static_cast<SourceState>(d->counters.state.load(std::memory_order_relaxed));
+  }
+  return Status::Ok();
+}
+
+Status BlockIndex::PeekEvictionOrder(ModelId model_id, SourceId source, size_t n,
+                                     std::vector<BlockKey>* out) const {
+  out->clear();
+  Model* model = impl_->GetModel(model_id);
+  if (model == nullptr) return Status::NotFound("unknown model id " + std::to_string(model_id));
+  SourceData* src = impl_->GetSource(source);
+  if (src == nullptr) return Status::Ok();
+  std::lock_guard<std::mutex> lock(src->mu);
+  std::vector<std::pair<uint32_t, BlockKey>> all;
+  impl_->ForEachSourceRecord(*src, model_id, *model, source, [&](Shard& sh, uint32_t id) {
+    uint32_t cnt = 0;
+    AWord* o = sh.Owners(sh.RecAt(id), &cnt);
+    for (uint32_t k = 0; k < cnt; ++k) {
+      uint32_t okey = Ld(o[3 * k]);
+      if (OwnerSource(okey) == source && OwnerTier(okey) == static_cast<uint32_t>(Tier::kGpu)) {
+        all.emplace_back(Ld(o[3 * k + 1]), sh.KeyOf(id));
+      }
+    }
+  });
+  auto less = [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return a.second.ToString() < b.second.ToString();
+  };
+  size_t k = std::min(n, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(), less);
+  for (size_t i = 0; i < k; ++i) out->push_back(all[i].second);
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------------ stats
+
+SourceStats BlockIndex::GetSourceStats(SourceId source) const {
+  SourceStats s;
+  SourceData* d = impl_->GetSource(source);
+  if (d == nullptr) return s;
+  const internal::SourceCounters& c = d->counters;
+  auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  s.state = static_cast<SourceState>(c.state.load(std::memory_order_relaxed));
+  s.stored_blocks = ld(c.stored_blocks);
+  s.removed_blocks = ld(c.removed_blocks);
+  s.unindexed_blocks = ld(c.unindexed_blocks);
+  s.hits = ld(c.hits);
+  s.duplicate_copies = ld(c.duplicate_copies);
+  s.drift_remove_unknown = ld(c.drift_remove_unknown);
+  s.drift_orphan_store = ld(c.drift_orphan_store);
+  s.drift_reused_unknown = ld(c.drift_reused_unknown);
+  s.clears = ld(c.clears);
+  s.gpu_copies = ld(c.gpu_copies);
+  s.gpu_capacity = ld(c.gpu_capacity);
+  s.over_capacity = s.gpu_capacity != 0 && s.gpu_copies > s.gpu_capacity;
+  for (size_t t = 0; t < kMaxTiers; ++t) {
+    uint64_t v = ld(c.blocks_per_tier[t]);
+    if (v != 0) s.blocks_per_tier.emplace_back(static_cast<Tier>(t), v);
+  }
+  return s;
+}
+
+RecencyRankHistogram BlockIndex::GetEvictionRankHistogram() const {
+  RecencyRankHistogram h;
+  const internal::RankHistogramCounters& c = impl_->eviction_rank;
+  for (size_t i = 0; i < RecencyRankHistogram::kBuckets; ++i) h.counts[i] = c.counts[i].load(std::memory_order_relaxed);
+  h.count = c.count.load(std::memory_order_relaxed);
+  h.sum = static_cast<double>(c.sum_micro.load(std::memory_order_relaxed)) / 1e6;
+  return h;
+}
+
+uint64_t BlockIndex::BlockCount(ModelId model_id) const {
+  const Model* model = impl_->GetModel(model_id);
+  if (model == nullptr) return 0;
+  uint64_t n = 0;
+  for (const Shard& sh : model->shards) n += sh.size();
+  return n;
+}
+
+// ------------------------------------------------------------------ persistence
+
+namespace {
+bool KeyLess(const BlockKey& a, const BlockKey& b) {
+  if (a.wire() != b.wire()) return a.wire() < b.wire();
+  if (a.is_bytes() != b.is_bytes()) return !a.is_bytes();
+  if (a.byte_len() != b.byte_len()) return a.byte_len() < b.byte_len();
+  uint8_t x[BlockKey::kMaxBytes] = {}, y[BlockKey::kMaxBytes] = {};
+  a.CopyBytes(x);
+  b.CopyBytes(y);
+  return std::memcmp(x, y, a.byte_len()) < 0;
+}
+bool OwnerLess(const OwnerRecord& a, const OwnerRecord& b) {
+  if (a.model != b.model) return a.model < b.model;
+  if (!(a.key == b.key)) return KeyLess(a.key, b.key);
+  if (a.source != b.source) return a.source < b.source;
+  if (a.tier != b.tier) return a.tier < b.tier;
+  return a.group < b.group;
+}
+}  // namespace
+
+void BlockIndex::Dump(IndexSnapshot* out) const {
+  out->models.clear();
+  out->source_clocks.clear();
+  out->owners.clear();
+  uint32_t n_models = impl_->model_count.load(std::memory_order_acquire);
+  for (ModelId m = 0; m < n_models; ++m) {
+    Model* model = impl_->GetModel(m);
+    out->models.emplace_back(model->name, model->options);
+    for (Shard& sh : model->shards) {
+      std::lock_guard<std::mutex> lock(sh.mu);
+      uint32_t top = sh.records_allocated();
+      for (uint32_t id = 0; id < top; ++id) {
+        if (!sh.IsLive(id)) continue;
+        BlockKey key = sh.KeyOf(id);
+        uint32_t cnt = 0;
+        AWord* o = sh.Owners(sh.RecAt(id), &cnt);
+        for (uint32_t k = 0; k < cnt; ++k) {
+          uint32_t okey = Ld(o[3 * k]);
+          uint32_t rh = Ld(o[3 * k + 2]);
+          out->owners.push_back(OwnerRecord{m, key, OwnerSource(okey), static_cast<Tier>(OwnerTier(okey)),
+                                            OwnerGroup(okey), RefOf(rh), HitsOf(rh), Ld(o[3 * k + 1])});
+        }
+      }
+    }
+  }
+  for (SourceId s = 0; s < kMaxSources; ++s) {
+    SourceData* d = impl_->GetSource(s);
+    if (d == nullptr) continue;
+    std::lock_guard<std::mutex> lock(d->mu);
+    if (d->clock != 0) out->source_clocks.emplace_back(s, d->clock);
+  }
+  std::sort(out->owners.begin(), out->owners.end(), OwnerLess);
+}
+
+Status BlockIndex::Restore(const IndexSnapshot& snap) {
+  if (impl_->model_count.load(std::memory_order_acquire) != 0) {
+    return Status::FailedPrecondition("Restore needs an empty index");
+  }
+  for (const auto& [name, options] : snap.models) {
+    Result<ModelId> r = AddModel(name, options);
+    if (!r.ok()) return r.status();
+  }
+  for (const OwnerRecord& o : snap.owners) {
+    Model* model = impl_->GetModel(o.model);
+    if (model == nullptr) return Status::Corruption("owner of unknown model " + std::to_string(o.model));
+    if (o.source >= kMaxSources || static_cast<size_t>(o.tier) >= kMaxTiers || o.group >= kUnindexedGroup ||
+        o.refcount == 0) {
+      return Status::Corruption("bad owner record for " + o.key.ToString());
+    }
+    SourceData& src = *impl_->GetOrCreateSource(o.source);
+    std::lock_guard<std::mutex> lock(src.mu);
+    uint32_t okey = OwnerKey(o.source, static_cast<uint32_t>(o.tier), o.group);
+    ProbeKey pk(o.key);
+    Shard& sh = model->shards[pk.shard()];
+    uint32_t id;
+    {
+      std::lock_guard<std::mutex> slock(sh.mu);
+      id = sh.Find(pk);
+      if (id != kNoId && sh.FindOwner(id, okey) != nullptr) {
+        return Status::Corruption("duplicate owner record for " + o.key.ToString());
+      }
+      uint32_t rh = RefHits(o.refcount, o.hits);
+      if (id == kNoId) {
+        id = sh.InsertRecord(pk, okey, o.stamp, rh, &impl_->epoch);
+      } else {
+        sh.BeginWrite();
+        sh.AddOwner(id, okey, o.stamp, rh);
+        sh.EndWrite();
+      }
+    }
+    impl_->NoteNewOwner(src, o.model, pk.shard(), id);
+    impl_->AdjustTierCount(src, static_cast<uint32_t>(o.tier), 1);
+    if (o.tier == Tier::kGpu) {
+      impl_->AddGpuCopies(src, o.refcount);
+      src.gpu_hist.Add(o.stamp);
+    }
+  }
+  for (const auto& [s, clock] : snap.source_clocks) {
+    if (s >= kMaxSources) return Status::Corruption("bad source id in clocks");
+    SourceData& src = *impl_->GetOrCreateSource(s);
+    std::lock_guard<std::mutex> lock(src.mu);
+    src.clock = clock;
+  }
+  return Status::Ok();
+}
+
+bool SameContents(const IndexSnapshot& a, const IndexSnapshot& b) {
+  if (a.models.size() != b.models.size() || a.source_clocks != b.source_clocks || a.owners != b.owners) return false;
+  for (size_t i = 0; i < a.models.size(); ++i) {
+    const ModelOptions& x = a.models[i].second;
+    const ModelOptions& y = b.models[i].second;
+    if (a.models[i].first != b.models[i].first || x.max_query_blocks != y.max_query_blocks ||
+        x.index_all_groups != y.index_all_groups) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void BlockIndex::TestOnlySetClock(SourceId source, uint64_t clock) {
+  if (source >= kMaxSources) return;
+  SourceData& src = *impl_->GetOrCreateSource(source);
+  std::lock_guard<std::mutex> lock(src.mu);
+  src.clock = clock;
+}
+
+}  // namespace kvidx

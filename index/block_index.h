@@ -1,0 +1,200 @@
+// BlockIndex: which source (replica, DP rank) holds which KV-cache block, in
+// which tier and KV-cache group, how many copies, how recently used.
+//
+// Model. Blocks are keyed by the engine's own chained block hash (BlockKey)
+// inside a model namespace: two models may produce equal hash chains and
+// never share entries. vLLM's hash already folds LoRA name and cache salt in,
+// so the index adds nothing to the key. Ownership is tracked per (block,
+// source, tier, group) with a reference count of physical copies: vLLM sends
+// one BlockStored and one BlockRemoved per copy, so a block leaves a source
+// only when its last copy is removed. Each owner also carries a recency stamp
+// (the source's logical clock) and an engine-confirmed hit count.
+//
+// Hits (kv_cache_report_mode="full"). vLLM re-announces the blocks a request
+// reused as a BlockStored with parent_block_hash = None starting at block 0.
+// Rule: with origin kReused, every block of the event is a hit; with origin
+// kNew, none is; with origin kUnknown (released vLLM: no origin field) a
+// parent-less store of a block the source already holds in that tier and
+// group is a hit. A hit refreshes the block's recency and bumps its hit
+// count but never its refcount; otherwise the re-announcement would need a
+// removal that never comes. The one ambiguity: a genuine duplicate physical
+// copy of a first block (two requests computing the same block 0 before
+// either is cached) looks exactly like a re-announcement. It is counted as a
+// hit, so the refcount is one short and the second BlockRemoved shows up as
+// remove_unknown drift. The proposed origin field (vLLM #51699) removes it.
+//
+// Groups (hybrid models). A store is indexed when its group is a full-
+// attention group (GroupKind::kFullAttention), or group 0 when the engine
+// sends no kind, or when the model's options index every group. Other
+// groups only count in SourceStats::unindexed_blocks. Queries match the
+// model's primary group (the first full-attention group seen, else 0) unless
+// the filter names one.
+//
+// Concurrency. Writers: ingest runs several threads, each source pinned to
+// one; calls for the same source must not run concurrently (they are
+// serialised by a per-source mutex anyway). Readers: any number of threads.
+// Each model's blocks are split over 64 shards by key hash. A writer holds
+// the shard's mutex (writer/writer exclusion only) and wraps each single-
+// block mutation in the shard's sequence counter (seqlock). Readers take no
+// lock and write no shared memory: they read a block's entry with relaxed
+// atomic loads between two reads of the sequence counter and retry that
+// block if it changed. Long operations (ClearSource of millions of blocks,
+// log compaction) are chunks of short single-block sections, and a table that
+// must grow is rebuilt on the side and published by one pointer swap, so a
+// reader waits at most for one block's mutation, never for a long writer
+// operation. Replaced tables are freed through an epoch domain once no
+// reader can hold them; records and owner lists live in chunked arenas
+// that are never unmapped while the index lives, so a stale read is at worst
+// garbage that validation rejects. Why not a RW lock per shard: readers would
+// write the lock word on every probe (cache-line ping-pong across many gRPC
+// threads) and still queue behind a writer; why not RCU copies of whole
+// shards: a 3M-blocks/s ingest cannot copy.
+// A query is consistent per block, not across blocks: blocks stored or
+// removed while a query runs may or may not be seen.
+//
+// Memory (per model, per shard): an open-addressing table of 1 control byte
+// + 4-byte record id per slot (load 7/16..7/8); 20-byte records (u64 wire
+// key + one inline owner, or a handle to an overflow owner array); overflow
+// arrays of 12-byte owners for blocks held by several sources/tiers; bytes-
+// form digests in a side arena allocated only for chunks that need it; per
+// source a log of record ids (4 bytes per owned block, compacted) that makes
+// ClearSource proportional to the source's blocks, not the index.
+//
+// Errors: calls return Status for unknown models, out-of-range ids and
+// capacity limits; event inconsistencies are not errors but drift counters.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/block_key.h"
+#include "index/drift_stats.h"
+#include "index/prefix_match.h"
+#include "index/source_registry.h"
+#include "index/status.h"
+#include "index/tier.h"
+
+namespace kvidx {
+
+using ModelId = uint32_t;
+inline constexpr ModelId kMaxModels = 1024;
+
+// Whether a BlockStored is new work or a re-announced cache hit (proposed
+// vLLM `origin` field; released engines leave it kUnknown).
+enum class StoreOrigin : uint8_t { kUnknown = 0, kNew, kReused };
+
+// What ingest knows about a KV-cache group (vLLM kv_cache_spec_kind).
+enum class GroupKind : uint8_t {
+  kAbsent = 0,        // the engine sent no kind (older engines, non-hybrid)
+  kFullAttention,     // "full_attention" (and "mla_attention": full-prefix semantics)
+  kOther,             // sliding window, mamba, chunked local, ...
+};
+
+struct KvGroup {
+  uint32_t idx = 0;
+  GroupKind kind = GroupKind::kAbsent;
+};
+
+struct ModelOptions {
+  // Queries longer than this many blocks are truncated (PrefixMatch::truncated).
+  uint32_t max_query_blocks = 8192;
+  // Index every group, not only the full-attention one.
+  bool index_all_groups = false;
+};
+
+// One owner of one block, as Dump() reports and Restore() takes it.
+struct OwnerRecord {
+  ModelId model = 0;
+  BlockKey key;
+  SourceId source = 0;
+  Tier tier = Tier::kGpu;
+  uint32_t group = 0;
+  uint32_t refcount = 1;
+  uint32_t hits = 0;
+  uint32_t stamp = 0;   // recency: the source's logical clock at the last touch
+
+  friend bool operator==(const OwnerRecord&, const OwnerRecord&) = default;
+};
+
+struct IndexSnapshot {
+  std::vector<std::pair<std::string, ModelOptions>> models;   // by ModelId
+  std::vector<std::pair<SourceId, uint64_t>> source_clocks;   // sources with a non-zero clock
+  std::vector<OwnerRecord> owners;   // sorted: model, key, source, tier, group
+};
+
+class BlockIndex {
+ public:
+  BlockIndex();
+  ~BlockIndex();
+  BlockIndex(const BlockIndex&) = delete;
+  BlockIndex& operator=(const BlockIndex&) = delete;
+
+  // --- Models -------------------------------------------------------------
+  // Returns the model's id, creating its namespace on first sight (options
+  // apply only on creation). Thread-safe; not on the hot path.
+  Result<ModelId> AddModel(std::string_view name, const ModelOptions& options = {});
+  std::optional<ModelId> FindModel(std::string_view name) const;
+
+  // --- Ingest (one writer per source) --------------------------------------
+  // Applies one BlockStored. `hashes` are consecutive blocks of one request;
+  // `parent` is the block before hashes[0], absent for a chain start.
+  Status Store(ModelId model, SourceId source, Tier tier, KvGroup group,
+               std::span<const BlockKey> hashes, std::optional<BlockKey> parent,
+               StoreOrigin origin = StoreOrigin::kUnknown);
+  // Applies one BlockRemoved: one copy of each listed block goes away.
+  Status Remove(ModelId model, SourceId source, Tier tier, KvGroup group,
+                std::span<const BlockKey> hashes);
+  // Drops every block the source holds in `tier` (all tiers when nullopt),
+  // across models and groups, whatever the refcounts. AllBlocksCleared is
+  // ClearSource(source, Tier::kGpu). Cost is proportional to the source's
+  // blocks, done in short steps that never hold up readers.
+  Status ClearSource(SourceId source, std::optional<Tier> tier);
+
+  // --- Source metadata ------------------------------------------------------
+  void SetSourceState(SourceId source, SourceState state);
+  SourceState GetSourceState(SourceId source) const;
+  // vLLM's num_gpu_blocks for the source's engine; 0 = unknown.
+  void SetSourceCapacity(SourceId source, uint64_t gpu_blocks);
+
+  // --- Queries (any thread, lock-free) -------------------------------------
+  // Longest cached prefix of `keys` on every source holding keys[0]. Work is
+  // O(sum over matched blocks of their owners), stopping at the first block
+  // no candidate source continues; no heap allocation with a warm `out`.
+  Status FindPrefix(ModelId model, std::span<const BlockKey> keys, const PrefixFilter& filter,
+                    PrefixMatch* out) const;
+
+  // The source's `n` coldest GPU blocks of `model` in the order an LRU would
+  // evict them (oldest first). O(source's blocks); for diagnosis, not routing.
+  Status PeekEvictionOrder(ModelId model, SourceId source, size_t n,
+                           std::vector<BlockKey>* out) const;
+
+  // --- Stats ------------------------------------------------------------------
+  SourceStats GetSourceStats(SourceId source) const;
+  RecencyRankHistogram GetEvictionRankHistogram() const;
+  // Distinct blocks (any owner) per model.
+  uint64_t BlockCount(ModelId model) const;
+
+  // --- Persistence hooks -----------------------------------------------------
+  // A deterministic snapshot of everything the index believes. Consistent if
+  // writers are quiescent; otherwise each block is consistent on its own.
+  void Dump(IndexSnapshot* out) const;
+  // Rebuilds from a snapshot into an empty index (models by name, in order).
+  Status Restore(const IndexSnapshot& snapshot);
+
+  // Test hook: sets a source's logical clock (exercises stamp rebasing).
+  void TestOnlySetClock(SourceId source, uint64_t clock);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Equality of two snapshots (the persistence issue's round-trip check).
+bool SameContents(const IndexSnapshot& a, const IndexSnapshot& b);
+
+}  // namespace kvidx

@@ -1,0 +1,516 @@
+#include "index/block_shard.h"
+
+#include <sys/mman.h>
+
+#include <bit>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KVIDX_PAUSE() _mm_pause()
+#else
+#define KVIDX_PAUSE() ((void)0)
+#endif
+
+namespace kvidx::internal {
+
+namespace {
+
+constexpr uint64_t kLsbs = 0x0101010101010101ULL;
+constexpr uint64_t kMsbs = 0x8080808080808080ULL;
+
+// Bit 7 of byte i set where ctrl byte i == tag (may report false positives
+// after a true match; callers verify the key).
+inline uint64_t MatchTag(uint64_t ctrl, uint8_t tag) {
+  uint64_t x = ctrl ^ (kLsbs * tag);
+  return (x - kLsbs) & ~x & kMsbs;
+}
+inline uint64_t MatchEmpty(uint64_t ctrl) { return ctrl & ~(ctrl << 6) & kMsbs; }
+inline uint64_t MatchEmptyOrDeleted(uint64_t ctrl) { return ctrl & ~(ctrl << 7) & kMsbs; }
+inline uint32_t LowestByte(uint64_t m) { return static_cast<uint32_t>(std::countr_zero(m)) >> 3; }
+
+inline uint8_t CtrlByte(uint64_t word, uint32_t i) { return static_cast<uint8_t>(word >> (8 * i)); }
+inline uint64_t WithCtrlByte(uint64_t word, uint32_t i, uint8_t b) {
+  return (word & ~(uint64_t{0xFF} << (8 * i))) | (uint64_t{b} << (8 * i));
+}
+
+inline uint32_t GroupOf(uint64_t hash, uint32_t groups) { return static_cast<uint32_t>(hash >> 7) & (groups - 1); }
+
+uint64_t KeyWire(const Rec* r) { return Ld(r->w[0]) | (uint64_t{Ld(r->w[1])} << 32); }
+
+constexpr uint32_t kClassShift = 24;
+
+}  // namespace
+
+void* MapZeroed(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) std::abort();
+  return p;
+}
+
+void Unmap(void* p, size_t bytes) { munmap(p, bytes); }
+
+ProbeKey::ProbeKey(const BlockKey& k) : wire(k.wire()), hash(MixKey(k.wire())) {
+  if (!k.is_bytes()) return;
+  size_t len = k.byte_len();
+  code = len == 0 ? 0xFF : static_cast<uint32_t>(len);
+  uint8_t buf[BlockKey::kMaxBytes + 8] = {};
+  k.CopyBytes(buf);
+  size_t head = len > 8 ? len - 8 : 0;
+  uint8_t h[24] = {};
+  std::memcpy(h, buf, head);
+  std::memcpy(this->head, h, sizeof(h));
+}
+
+Table::Table(uint32_t g) : groups(g), ctrl(new std::atomic<uint64_t>[g]), slots(new AWord[g * 8]) {
+  for (uint32_t i = 0; i < g; ++i) ctrl[i].store(kLsbs * kCtrlEmpty, std::memory_order_relaxed);
+  for (uint32_t i = 0; i < g * 8; ++i) slots[i].store(kNoId, std::memory_order_relaxed);
+}
+
+Shard::Shard() {
+  for (uint32_t& f : pool_free_) f = kNoId;
+}
+
+Shard::~Shard() {
+  delete table_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < rec_dir_.size(); ++i) {
+    Rec* r = rec_dir_.Get(i);
+    if (r == nullptr) break;
+    std::free(r);
+  }
+  for (size_t i = 0; i < side_dir_.size(); ++i) std::free(side_dir_.Get(i));
+  for (size_t i = 0; i < pool_dir_.size(); ++i) {
+    AWord* p = pool_dir_.Get(i);
+    if (p == nullptr) break;
+    std::free(p);
+  }
+}
+
+// ---------------------------------------------------------------- readers
+
+uint64_t Shard::ReadBegin() const {
+  for (int spins = 0;; ++spins) {
+    uint64_t s = seq_.load(std::memory_order_acquire);
+    if ((s & 1) == 0) return s;
+    // A write section covers one block's mutation: spin briefly, then yield
+    // in case the writer was preempted inside it.
+    if (spins < 64) {
+      KVIDX_PAUSE();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+bool Shard::ReadValid(uint64_t s) const {
+#ifdef KVIDX_TSAN
+  // Read-dont-modify-write: orders the data loads before it like the fence.
+  return const_cast<std::atomic<uint64_t>&>(seq_).fetch_add(0, std::memory_order_acq_rel) == s;
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return seq_.load(std::memory_order_relaxed) == s;
+#endif
+}
+
+void Shard::PrefetchGroup(const ProbeKey& k) const {
+  const Table* t = table_.load(std::memory_order_acquire);
+  if (t == nullptr) return;
+  uint32_t g = GroupOf(k.hash, t->groups);
+  __builtin_prefetch(&t->ctrl[g]);
+  __builtin_prefetch(&t->slots[g * 8]);
+}
+
+void Shard::PrefetchRecord(const ProbeKey& k) const {
+  const Table* t = table_.load(std::memory_order_acquire);
+  if (t == nullptr) return;
+  uint32_t g = GroupOf(k.hash, t->groups);
+  uint64_t m = MatchTag(t->ctrl[g].load(std::memory_order_relaxed), k.tag());
+  if (m == 0) return;
+  Rec* r = RecAt(Ld(t->slots[g * 8 + LowestByte(m)]));
+  if (r != nullptr) __builtin_prefetch(r);
+}
+
+void Shard::PrefetchOwners(const ProbeKey& k) const {
+  const Table* t = table_.load(std::memory_order_acquire);
+  if (t == nullptr) return;
+  uint32_t g = GroupOf(k.hash, t->groups);
+  uint64_t m = MatchTag(t->ctrl[g].load(std::memory_order_relaxed), k.tag());
+  if (m == 0) return;
+  Rec* r = RecAt(Ld(t->slots[g * 8 + LowestByte(m)]));
+  if (r == nullptr || OwnerSource(Ld(r->w[2])) != kSrcOverflow) return;
+  AWord* p = PoolAt(Ld(r->w[3]));
+  if (p != nullptr) {
+    __builtin_prefetch(p);
+    __builtin_prefetch(reinterpret_cast<const char*>(p) + 64);
+  }
+}
+
+Rec* Shard::RecAt(uint32_t id) const {
+  if (id >= rec_top_.load(std::memory_order_acquire)) return nullptr;
+  Rec* chunk = rec_dir_.Get(id >> kRecChunkBits);
+  return chunk == nullptr ? nullptr : &chunk[id & (kRecChunk - 1)];
+}
+
+AWord* Shard::PoolAt(uint32_t off) const {
+  AWord* chunk = pool_dir_.Get(off >> kPoolChunkBits);
+  return chunk == nullptr ? nullptr : &chunk[off & (kPoolChunk - 1)];
+}
+
+AWord* Shard::Owners(Rec* r, uint32_t* count) const {
+  uint32_t a = Ld(r->w[2]);
+  if (OwnerSource(a) != kSrcOverflow) {
+    *count = OwnerSource(a) == kSrcFree ? 0 : 1;
+    return &r->w[2];
+  }
+  uint32_t off = Ld(r->w[3]);
+  uint32_t cc = Ld(r->w[4]);
+  uint32_t n = cc & ((1u << kClassShift) - 1);
+  uint32_t cls = cc >> kClassShift;
+  if (cls > kMaxOwnerClass || n > (1u << cls) || (off & (kPoolChunk - 1)) + 3 * n > kPoolChunk) return nullptr;
+  AWord* p = PoolAt(off);
+  if (p == nullptr) return nullptr;
+  *count = n;
+  return p;
+}
+
+bool Shard::KeyEquals(uint32_t id, const ProbeKey& k) const {
+  Rec* r = RecAt(id);
+  if (r == nullptr || KeyWire(r) != k.wire) return false;
+  if (OwnerSource(Ld(r->w[2])) == kSrcFree) return false;
+  SideKey* side = side_dir_.Get(id >> kRecChunkBits);
+  uint32_t code = side == nullptr ? 0 : Ld(side[id & (kRecChunk - 1)].w[0]);
+  if (code != k.code) return false;
+  if (code == 0) return true;
+  const SideKey& s = side[id & (kRecChunk - 1)];
+  for (int i = 0; i < 6; ++i) {
+    if (Ld(s.w[1 + i]) != k.head[i]) return false;
+  }
+  return true;
+}
+
+uint32_t Shard::Find(const ProbeKey& k) const {
+  const Table* t = table_.load(std::memory_order_acquire);
+  if (t == nullptr) return kNoId;
+  uint32_t mask = t->groups - 1;
+  uint32_t g = GroupOf(k.hash, t->groups);
+  uint8_t tag = k.tag();
+  for (uint32_t step = 0; step < t->groups; ++step) {
+    uint64_t ctrl = t->ctrl[g].load(std::memory_order_relaxed);
+    for (uint64_t m = MatchTag(ctrl, tag); m != 0; m &= m - 1) {
+      uint32_t id = Ld(t->slots[g * 8 + LowestByte(m)]);
+      if (KeyEquals(id, k)) return id;
+    }
+    if (MatchEmpty(ctrl) != 0) return kNoId;
+    g = (g + step + 1) & mask;
+  }
+  return kNoId;
+}
+
+BlockKey Shard::KeyOf(uint32_t id) const {
+  Rec* r = RecAt(id);
+  if (r == nullptr) return {};
+  uint64_t wire = KeyWire(r);
+  SideKey* side = side_dir_.Get(id >> kRecChunkBits);
+  uint32_t code = side == nullptr ? 0 : Ld(side[id & (kRecChunk - 1)].w[0]);
+  if (code == 0) return BlockKey::FromU64(wire);
+  size_t len = code == 0xFF ? 0 : code;
+  uint8_t head[24];
+  for (int i = 0; i < 6; ++i) {
+    uint32_t v = Ld(side[id & (kRecChunk - 1)].w[1 + i]);
+    std::memcpy(head + 4 * i, &v, 4);
+  }
+  uint8_t buf[BlockKey::kMaxBytes];
+  size_t tail = len < 8 ? len : 8;
+  std::memcpy(buf, head, len - tail);
+  for (size_t i = 0; i < tail; ++i) buf[len - 1 - i] = static_cast<uint8_t>(wire >> (8 * i));
+  return BlockKey::FromBytes(buf, len);
+}
+
+// ---------------------------------------------------------------- writers
+
+void Shard::BeginWrite() {
+#ifdef KVIDX_TSAN
+  seq_.fetch_add(1, std::memory_order_acq_rel);
+#else
+  seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+#endif
+}
+
+void Shard::EndWrite() { seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+
+bool Shard::IsLive(uint32_t id) const {
+  Rec* r = RecAt(id);
+  return r != nullptr && OwnerSource(Ld(r->w[2])) != kSrcFree;
+}
+
+AWord* Shard::FindOwner(uint32_t id, uint32_t okey) const {
+  Rec* r = RecAt(id);
+  if (r == nullptr) return nullptr;
+  uint32_t n = 0;
+  AWord* o = Owners(r, &n);
+  if (o == nullptr) return nullptr;
+  if (n <= 8) {
+    for (uint32_t i = 0; i < n; ++i) {
+      if (Ld(o[3 * i]) == okey) return &o[3 * i];
+    }
+    return nullptr;
+  }
+  uint32_t lo = 0, hi = n;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (Ld(o[3 * mid]) < okey) lo = mid + 1; else hi = mid;
+  }
+  return lo < n && Ld(o[3 * lo]) == okey ? &o[3 * lo] : nullptr;
+}
+
+uint32_t Shard::AllocRec() {
+  if (free_rec_ != kNoId) {
+    uint32_t id = free_rec_;
+    free_rec_ = Ld(RecAt(id)->w[3]);
+    return id;
+  }
+  uint32_t id = rec_top_.load(std::memory_order_relaxed);
+  if ((id >> kRecChunkBits) >= kRecDirSize) std::abort();  // 2^26 blocks in one shard
+  if ((id & (kRecChunk - 1)) == 0 && rec_dir_.Get(id >> kRecChunkBits) == nullptr) {
+    // malloc, not new[]: pages are committed as records are written; ids at
+    // or above rec_top_ are never read, so no initialisation is needed.
+    Rec* chunk = static_cast<Rec*>(std::malloc(sizeof(Rec) * kRecChunk));
+    if (chunk == nullptr) std::abort();
+    rec_dir_.Set(id >> kRecChunkBits, chunk);
+  }
+  rec_top_.store(id + 1, std::memory_order_release);
+  return id;
+}
+
+void Shard::FreeRec(uint32_t id) {
+  Rec* r = RecAt(id);
+  St(r->w[2], kSrcFree << 16);
+  St(r->w[3], free_rec_);
+  free_rec_ = id;
+}
+
+uint32_t Shard::PoolAlloc(uint32_t cls) {
+  if (pool_free_[cls] != kNoId) {
+    uint32_t off = pool_free_[cls];
+    pool_free_[cls] = Ld(*PoolAt(off));
+    return off;
+  }
+  uint32_t words = 3u << cls;
+  uint32_t top = pool_top_;
+  if ((top & (kPoolChunk - 1)) + words > kPoolChunk) top = ((top >> kPoolChunkBits) + 1) << kPoolChunkBits;
+  if ((top >> kPoolChunkBits) >= kPoolDirSize) std::abort();
+  if (pool_dir_.Get(top >> kPoolChunkBits) == nullptr) {
+    // Uninitialised until written, so pages are committed only as used.
+    AWord* chunk = static_cast<AWord*>(std::malloc(sizeof(AWord) * kPoolChunk));
+    if (chunk == nullptr) std::abort();
+    pool_dir_.Set(top >> kPoolChunkBits, chunk);
+  }
+  pool_top_ = top + words;
+  return top;
+}
+
+void Shard::PoolFree(uint32_t off, uint32_t cls) {
+  St(*PoolAt(off), pool_free_[cls]);
+  pool_free_[cls] = off;
+}
+
+void Shard::WriteSideKey(uint32_t id, const ProbeKey& k) {
+  SideKey* side = side_dir_.Get(id >> kRecChunkBits);
+  if (side == nullptr) {
+    if (k.code == 0) return;   // integer keys need no side entry
+    // Zeroed: records created before this chunk existed are integer form.
+    side = static_cast<SideKey*>(std::calloc(kRecChunk, sizeof(SideKey)));
+    if (side == nullptr) std::abort();
+    side_dir_.Set(id >> kRecChunkBits, side);
+  }
+  SideKey& s = side[id & (kRecChunk - 1)];
+  St(s.w[0], k.code);
+  for (int i = 0; i < 6; ++i) St(s.w[1 + i], k.head[i]);
+}
+
+void Shard::InsertId(Table* t, uint64_t hash, uint32_t id, bool* used_empty) {
+  uint32_t mask = t->groups - 1;
+  uint32_t g = GroupOf(hash, t->groups);
+  for (uint32_t step = 0;; ++step) {
+    uint64_t ctrl = t->ctrl[g].load(std::memory_order_relaxed);
+    uint64_t m = MatchEmptyOrDeleted(ctrl);
+    if (m != 0) {
+      uint32_t i = LowestByte(m);
+      *used_empty = CtrlByte(ctrl, i) == kCtrlEmpty;
+      St(t->slots[g * 8 + i], id);
+      t->ctrl[g].store(WithCtrlByte(ctrl, i, static_cast<uint8_t>(hash & 0x7F)), std::memory_order_relaxed);
+      return;
+    }
+    g = (g + step + 1) & mask;
+  }
+}
+
+void Shard::Resize(EpochDomain* epoch) {
+  // Built on the side while readers keep using the old table; published by
+  // one pointer store inside a write section. A table more than 7/16 full
+  // doubles (so loads stay in 7/16..7/8); otherwise it is rebuilt at the
+  // smallest size with load <= 7/16, which drops tombstones and shrinks a
+  // table emptied by mass removal.
+  Table* old = table_.load(std::memory_order_relaxed);
+  uint32_t n = size_.load(std::memory_order_relaxed);
+  uint32_t groups = 1;
+  if (old != nullptr && uint64_t{n} * 16 > uint64_t{old->capacity()} * 7) {
+    groups = old->groups * 2;
+  } else {
+    while (uint64_t{groups} * 8 * 7 < (uint64_t{n} + 1) * 16) groups <<= 1;
+  }
+  Table* t = new Table(groups);
+  if (old != nullptr) {
+    for (uint32_t g = 0; g < old->groups; ++g) {
+      uint64_t ctrl = old->ctrl[g].load(std::memory_order_relaxed);
+      for (uint32_t i = 0; i < 8; ++i) {
+        uint8_t c = CtrlByte(ctrl, i);
+        if (c & 0x80) continue;
+        uint32_t id = Ld(old->slots[g * 8 + i]);
+        bool unused;
+        InsertId(t, MixKey(KeyWire(RecAt(id))), id, &unused);
+      }
+    }
+  }
+  growth_left_ = t->capacity() * 7 / 8 - n;
+  BeginWrite();
+  table_.store(t, std::memory_order_seq_cst);
+  EndWrite();
+  if (old != nullptr) epoch->Retire(old, [](void* p) { delete static_cast<Table*>(p); });
+}
+
+uint32_t Shard::InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, uint32_t ref_hits,
+                             EpochDomain* epoch) {
+  if (growth_left_ == 0) Resize(epoch);
+  BeginWrite();
+  uint32_t id = AllocRec();
+  Rec* r = RecAt(id);
+  St(r->w[0], static_cast<uint32_t>(k.wire));
+  St(r->w[1], static_cast<uint32_t>(k.wire >> 32));
+  St(r->w[3], stamp);
+  St(r->w[4], ref_hits);
+  St(r->w[2], okey);
+  WriteSideKey(id, k);
+  bool used_empty = false;
+  InsertId(table_.load(std::memory_order_relaxed), k.hash, id, &used_empty);
+  if (used_empty) --growth_left_;
+  size_.store(size_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  EndWrite();
+  return id;
+}
+
+void Shard::AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, uint32_t ref_hits) {
+  Rec* r = RecAt(id);
+  uint32_t a = Ld(r->w[2]);
+  if (OwnerSource(a) != kSrcOverflow) {
+    // One inline owner -> an overflow array of class 1 (2 owners).
+    uint32_t off = PoolAlloc(1);
+    AWord* p = PoolAt(off);
+    uint32_t first[3] = {a, Ld(r->w[3]), Ld(r->w[4])};
+    uint32_t second[3] = {okey, stamp, ref_hits};
+    const uint32_t* lo = a < okey ? first : second;
+    const uint32_t* hi = a < okey ? second : first;
+    for (int i = 0; i < 3; ++i) {
+      St(p[i], lo[i]);
+      St(p[3 + i], hi[i]);
+    }
+    St(r->w[3], off);
+    St(r->w[4], 2 | (1u << kClassShift));
+    St(r->w[2], kSrcOverflow << 16);
+    return;
+  }
+  uint32_t off = Ld(r->w[3]);
+  uint32_t cc = Ld(r->w[4]);
+  uint32_t n = cc & ((1u << kClassShift) - 1);
+  uint32_t cls = cc >> kClassShift;
+  AWord* p = PoolAt(off);
+  uint32_t pos = 0;
+  while (pos < n && Ld(p[3 * pos]) < okey) ++pos;
+  if (n < (1u << cls)) {
+    for (uint32_t i = n; i > pos; --i) {
+      for (int j = 0; j < 3; ++j) St(p[3 * i + j], Ld(p[3 * (i - 1) + j]));
+    }
+    St(p[3 * pos], okey);
+    St(p[3 * pos + 1], stamp);
+    St(p[3 * pos + 2], ref_hits);
+    St(r->w[4], (n + 1) | (cls << kClassShift));
+    return;
+  }
+  if (cls >= kMaxOwnerClass) std::abort();  // 65536 owners of one block
+  uint32_t noff = PoolAlloc(cls + 1);
+  AWord* q = PoolAt(noff);
+  for (uint32_t i = 0, o = 0; i <= n; ++i) {
+    if (i == pos) {
+      St(q[3 * i], okey);
+      St(q[3 * i + 1], stamp);
+      St(q[3 * i + 2], ref_hits);
+      continue;
+    }
+    for (int j = 0; j < 3; ++j) St(q[3 * i + j], Ld(p[3 * o + j]));
+    ++o;
+  }
+  St(r->w[3], noff);
+  St(r->w[4], (n + 1) | ((cls + 1) << kClassShift));
+  PoolFree(off, cls);
+}
+
+void Shard::EraseSlotOf(uint32_t id) {
+  Table* t = table_.load(std::memory_order_relaxed);
+  uint64_t hash = MixKey(KeyWire(RecAt(id)));
+  uint32_t mask = t->groups - 1;
+  uint32_t g = GroupOf(hash, t->groups);
+  uint8_t tag = static_cast<uint8_t>(hash & 0x7F);
+  for (uint32_t step = 0; step < t->groups; ++step) {
+    uint64_t ctrl = t->ctrl[g].load(std::memory_order_relaxed);
+    for (uint64_t m = MatchTag(ctrl, tag); m != 0; m &= m - 1) {
+      uint32_t i = LowestByte(m);
+      if (Ld(t->slots[g * 8 + i]) != id) continue;
+      // A group that still has an empty slot never made a probe continue
+      // past it, so the slot can become empty again; otherwise tombstone.
+      bool empty_ok = MatchEmpty(ctrl) != 0;
+      t->ctrl[g].store(WithCtrlByte(ctrl, i, empty_ok ? kCtrlEmpty : kCtrlDeleted), std::memory_order_relaxed);
+      St(t->slots[g * 8 + i], kNoId);
+      if (empty_ok) ++growth_left_;
+      return;
+    }
+    if (MatchEmpty(ctrl) != 0) break;
+    g = (g + step + 1) & mask;
+  }
+  std::abort();  // a live record must be in the table
+}
+
+bool Shard::RemoveOwner(uint32_t id, uint32_t okey) {
+  Rec* r = RecAt(id);
+  uint32_t a = Ld(r->w[2]);
+  if (OwnerSource(a) != kSrcOverflow) {
+    if (a != okey) return false;
+    EraseSlotOf(id);
+    FreeRec(id);
+    size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    return true;
+  }
+  uint32_t off = Ld(r->w[3]);
+  uint32_t cc = Ld(r->w[4]);
+  uint32_t n = cc & ((1u << kClassShift) - 1);
+  uint32_t cls = cc >> kClassShift;
+  AWord* p = PoolAt(off);
+  uint32_t pos = 0;
+  while (pos < n && Ld(p[3 * pos]) != okey) ++pos;
+  if (pos == n) return false;
+  for (uint32_t i = pos; i + 1 < n; ++i) {
+    for (int j = 0; j < 3; ++j) St(p[3 * i + j], Ld(p[3 * (i + 1) + j]));
+  }
+  --n;
+  if (n == 1) {
+    St(r->w[3], Ld(p[1]));
+    St(r->w[4], Ld(p[2]));
+    St(r->w[2], Ld(p[0]));
+    PoolFree(off, cls);
+    return false;
+  }
+  St(r->w[4], n | (cls << kClassShift));
+  return false;
+}
+
+}  // namespace kvidx::internal

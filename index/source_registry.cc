@@ -1,0 +1,58 @@
+#include "index/source_registry.h"
+
+namespace kvidx {
+
+std::string_view SourceStateName(SourceState s) {
+  switch (s) {
+    case SourceState::kUnknown: return "UNKNOWN";
+    case SourceState::kExact: return "EXACT";
+    case SourceState::kDegraded: return "DEGRADED";
+    case SourceState::kResyncing: return "RESYNCING";
+    case SourceState::kStale: return "STALE";
+  }
+  return "UNKNOWN";
+}
+
+namespace {
+std::string NameKey(std::string_view replica, uint32_t dp_rank) {
+  std::string k(replica);
+  k.push_back('\0');
+  k += std::to_string(dp_rank);
+  return k;
+}
+}  // namespace
+
+Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string key = NameKey(replica, dp_rank);
+  auto it = by_name_.find(key);
+  if (it != by_name_.end()) return it->second;
+  size_t n = count_.load(std::memory_order_relaxed);
+  if (n >= kMaxSources) return Status::OutOfRange("too many sources");
+  size_t c = n / kChunk;
+  SourceInfo* chunk = chunks_[c].load(std::memory_order_relaxed);
+  if (chunk == nullptr) {
+    owned_.emplace_back(new SourceInfo[kChunk]);
+    chunk = owned_.back().get();
+    chunks_[c].store(chunk, std::memory_order_release);
+  }
+  chunk[n % kChunk] = SourceInfo{std::string(replica), dp_rank};
+  by_name_.emplace(std::move(key), static_cast<SourceId>(n));
+  count_.store(n + 1, std::memory_order_release);
+  return static_cast<SourceId>(n);
+}
+
+std::optional<SourceId> SourceRegistry::Find(std::string_view replica, uint32_t dp_rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_name_.find(NameKey(replica, dp_rank));
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+const SourceInfo* SourceRegistry::Get(SourceId id) const {
+  if (id >= count_.load(std::memory_order_acquire)) return nullptr;
+  SourceInfo* chunk = chunks_[id / kChunk].load(std::memory_order_acquire);
+  return chunk == nullptr ? nullptr : &chunk[id % kChunk];
+}
+
+}  // namespace kvidx

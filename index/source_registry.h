@@ -1,0 +1,74 @@
+// Source: one event stream of one engine, i.e. a (replica, DP rank) pair.
+//
+// vLLM publishes one stream per data-parallel rank (endpoint port + rank), so
+// the unit the index tracks ownership for is the (replica name, DP rank)
+// pair. SourceRegistry hands out dense SourceIds (0, 1, 2, ...) so that the
+// index can keep per-source state in flat arrays and store a source in 16
+// bits per owner record. Ids are never reused while the registry lives.
+//
+// SourceState is owned by ingest (it knows about sequence gaps and replay);
+// the index only stores the value per source and reports it with query
+// results so that a router can discount DEGRADED answers.
+//
+// Thread-safe: Register/Find take an internal mutex; Get is lock-free for ids
+// that Register has returned.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "index/status.h"
+
+namespace kvidx {
+
+using SourceId = uint32_t;
+// Owner records store a source in 16 bits; two values are reserved.
+inline constexpr SourceId kMaxSources = 65534;
+
+enum class SourceState : uint8_t {
+  kUnknown = 0,   // never set
+  kExact,         // every event since the last (re)sync was applied in order
+  kDegraded,      // a gap was seen and not (yet) repaired by replay
+  kResyncing,     // replay in progress
+  kStale,         // the stream is silent / disconnected; contents may be old
+};
+
+std::string_view SourceStateName(SourceState s);
+
+struct SourceInfo {
+  std::string replica;   // operator-visible replica name (pod, host:port, ...)
+  uint32_t dp_rank = 0;
+};
+
+class SourceRegistry {
+ public:
+  SourceRegistry() = default;
+  SourceRegistry(const SourceRegistry&) = delete;
+  SourceRegistry& operator=(const SourceRegistry&) = delete;
+
+  // Returns the id of (replica, dp_rank), assigning the next one on first
+  // sight. OutOfRange after kMaxSources sources.
+  Result<SourceId> Register(std::string_view replica, uint32_t dp_rank);
+  std::optional<SourceId> Find(std::string_view replica, uint32_t dp_rank) const;
+  // Info of a registered id; nullptr for an id never returned by Register.
+  const SourceInfo* Get(SourceId id) const;
+  size_t size() const { return count_.load(std::memory_order_acquire); }
+
+ private:
+  static constexpr size_t kChunk = 1024;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, SourceId> by_name_;  // key: replica + '\0' + rank
+  // Chunked so that Get() never sees a reallocation.
+  std::unique_ptr<std::atomic<SourceInfo*>[]> chunks_{new std::atomic<SourceInfo*>[kMaxSources / kChunk + 1]()};
+  std::vector<std::unique_ptr<SourceInfo[]>> owned_;
+  std::atomic<size_t> count_{0};
+};
+
+}  // namespace kvidx

@@ -1,0 +1,515 @@
+// Unit tests for BlockIndex: one test per rule of the index (issue 4).
+#include "index/block_index.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace kvidx {
+namespace {
+
+BlockKey K(uint64_t v) { return BlockKey::FromU64(v); }
+std::vector<BlockKey> Keys(std::initializer_list<uint64_t> vs) {
+  std::vector<BlockKey> out;
+  for (uint64_t v : vs) out.push_back(K(v));
+  return out;
+}
+std::vector<BlockKey> Range(uint64_t from, uint64_t to) {
+  std::vector<BlockKey> out;
+  for (uint64_t v = from; v < to; ++v) out.push_back(K(v));
+  return out;
+}
+
+constexpr KvGroup kG0{0, GroupKind::kAbsent};
+
+class BlockIndexTest : public ::testing::Test {
+ protected:
+  void SetUp() override { model_ = index_.AddModel("m").value(); }
+
+  void Store(SourceId s, std::vector<BlockKey> ks, std::optional<uint64_t> parent = std::nullopt,
+             Tier tier = Tier::kGpu, StoreOrigin origin = StoreOrigin::kUnknown, KvGroup g = kG0) {
+    std::optional<BlockKey> p;
+    if (parent) p = K(*parent);
+    ASSERT_TRUE(index_.Store(model_, s, tier, g, ks, p, origin).ok());
+  }
+  void Remove(SourceId s, std::vector<BlockKey> ks, Tier tier = Tier::kGpu, KvGroup g = kG0) {
+    ASSERT_TRUE(index_.Remove(model_, s, tier, g, ks).ok());
+  }
+  PrefixMatch Find(std::vector<BlockKey> ks, PrefixFilter f = {}) {
+    PrefixMatch m;
+    EXPECT_TRUE(index_.FindPrefix(model_, ks, f, &m).ok());
+    return m;
+  }
+  uint32_t Gpu(const PrefixMatch& m, SourceId s) {
+    const SourceMatch* e = m.Find(s);
+    return e == nullptr ? 0 : e->gpu_blocks;
+  }
+  uint32_t Any(const PrefixMatch& m, SourceId s) {
+    const SourceMatch* e = m.Find(s);
+    return e == nullptr ? 0 : e->blocks_with_lower_tiers;
+  }
+  uint64_t TierBlocks(SourceId s, Tier t) {
+    for (auto& [tier, n] : index_.GetSourceStats(s).blocks_per_tier) {
+      if (tier == t) return n;
+    }
+    return 0;
+  }
+
+  BlockIndex index_;
+  ModelId model_ = 0;
+};
+
+TEST_F(BlockIndexTest, StoreThenFindLongestPrefixPerSource) {
+  Store(0, Keys({1, 2, 3}));
+  Store(1, Keys({1, 2}));
+  Store(2, Keys({2, 3}));   // does not hold block 0 of the query
+  PrefixMatch m = Find(Keys({1, 2, 3, 4}));
+  ASSERT_EQ(m.sources.size(), 2u);
+  EXPECT_EQ(Gpu(m, 0), 3u);
+  EXPECT_EQ(Gpu(m, 1), 2u);
+  EXPECT_EQ(m.Find(2), nullptr);
+  EXPECT_EQ(m.BestGpuBlocks(), 3u);
+  EXPECT_EQ(m.query_blocks, 4u);
+  EXPECT_FALSE(m.truncated);
+}
+
+TEST_F(BlockIndexTest, EmptyQueryAndUnknownModel) {
+  Store(0, Keys({1}));
+  PrefixMatch m = Find({});
+  EXPECT_TRUE(m.sources.empty());
+  EXPECT_EQ(m.query_blocks, 0u);
+  PrefixMatch m2;
+  std::vector<BlockKey> q = Keys({1});
+  EXPECT_EQ(index_.FindPrefix(99, q, {}, &m2).code(), StatusCode::kNotFound);
+  EXPECT_EQ(index_.Store(99, 0, Tier::kGpu, kG0, q, std::nullopt).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Find(Keys({7})).sources.empty());
+}
+
+TEST_F(BlockIndexTest, QueryCapTruncates) {
+  ModelOptions o;
+  o.max_query_blocks = 4;
+  ModelId capped = index_.AddModel("capped", o).value();
+  std::vector<BlockKey> chain = Range(1, 11);
+  ASSERT_TRUE(index_.Store(capped, 0, Tier::kGpu, kG0, chain, std::nullopt).ok());
+  PrefixMatch m;
+  ASSERT_TRUE(index_.FindPrefix(capped, chain, {}, &m).ok());
+  EXPECT_TRUE(m.truncated);
+  EXPECT_EQ(m.query_blocks, 4u);
+  EXPECT_EQ(Gpu(m, 0), 4u);
+  ModelOptions bad;
+  bad.max_query_blocks = 0;
+  EXPECT_FALSE(index_.AddModel("bad", bad).ok());
+}
+
+TEST_F(BlockIndexTest, DuplicateCopiesNeedEveryRemove) {
+  Store(0, Keys({1, 2}));
+  Store(0, Keys({2}), 1);            // second physical copy of block 2
+  EXPECT_EQ(index_.GetSourceStats(0).duplicate_copies, 1u);
+  EXPECT_EQ(index_.GetSourceStats(0).gpu_copies, 3u);
+  Remove(0, Keys({2}));
+  EXPECT_EQ(Gpu(Find(Keys({1, 2})), 0), 2u);   // one copy left
+  Remove(0, Keys({2}));
+  EXPECT_EQ(Gpu(Find(Keys({1, 2})), 0), 1u);
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 0u);
+  Remove(0, Keys({2}));                         // a third remove: we missed a store
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 1u);
+}
+
+TEST_F(BlockIndexTest, RemovalOrderDoesNotMatter) {
+  Store(0, Keys({1, 2, 3}));
+  Store(0, Keys({3}), 2);
+  Remove(0, Keys({1}));          // head evicted first: the prefix is broken at once
+  EXPECT_TRUE(Find(Keys({1, 2, 3})).sources.empty());
+  EXPECT_EQ(Gpu(Find(Keys({2, 3})), 0), 2u);
+  Remove(0, Keys({3, 2, 3}));
+  EXPECT_TRUE(Find(Keys({2})).sources.empty());
+  EXPECT_TRUE(Find(Keys({3})).sources.empty());
+  EXPECT_EQ(index_.BlockCount(model_), 0u);
+  EXPECT_EQ(TierBlocks(0, Tier::kGpu), 0u);
+  EXPECT_EQ(index_.GetSourceStats(0).gpu_copies, 0u);
+}
+
+TEST_F(BlockIndexTest, FullReportReannouncementIsAHitNotACopy) {
+  Store(0, Keys({1, 2, 3}));
+  Store(0, Keys({1, 2}));        // kv_cache_report_mode="full": parent None, from block 0
+  Store(0, Keys({1, 2}));        // re-examined while waiting: again
+  SourceStats st = index_.GetSourceStats(0);
+  EXPECT_EQ(st.hits, 4u);
+  EXPECT_EQ(st.duplicate_copies, 0u);
+  EXPECT_EQ(st.gpu_copies, 3u);
+  PrefixMatch m = Find(Keys({1, 2, 3}));
+  EXPECT_EQ(m.sources[0].hits, 4u);
+  EXPECT_EQ(m.sources[0].hit_blocks, 2u);
+  Remove(0, Keys({1}));          // a single remove clears it: refcount was not raised
+  EXPECT_TRUE(Find(Keys({1})).sources.empty());
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 0u);
+}
+
+TEST_F(BlockIndexTest, OriginFieldIsTrusted) {
+  Store(0, Keys({1}));
+  Store(0, Keys({1}), std::nullopt, Tier::kGpu, StoreOrigin::kNew);   // a real copy at block 0
+  EXPECT_EQ(index_.GetSourceStats(0).duplicate_copies, 1u);
+  Store(0, Keys({1}), 7, Tier::kGpu, StoreOrigin::kReused);          // a hit even with a parent
+  EXPECT_EQ(index_.GetSourceStats(0).hits, 1u);
+  EXPECT_EQ(index_.GetSourceStats(0).drift_orphan_store, 0u);        // REUSED is not an orphan
+  Store(0, Keys({9}), std::nullopt, Tier::kGpu, StoreOrigin::kReused);   // reuse of a block we never saw
+  EXPECT_EQ(index_.GetSourceStats(0).drift_reused_unknown, 1u);
+  EXPECT_EQ(Gpu(Find(Keys({9})), 0), 1u);
+  Remove(0, Keys({1}));
+  Remove(0, Keys({1}));
+  EXPECT_TRUE(Find(Keys({1})).sources.empty());
+}
+
+TEST_F(BlockIndexTest, AmbiguousFirstBlockDuplicateIsCountedAsHit) {
+  // Documented ambiguity: without origin, a genuine second copy of block 0
+  // looks like a re-announcement; its second removal surfaces as drift.
+  Store(0, Keys({1}));
+  Store(0, Keys({1}));
+  Remove(0, Keys({1}));
+  Remove(0, Keys({1}));
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 1u);
+}
+
+TEST_F(BlockIndexTest, ClearSourceLeavesOtherSourcesAndTiers) {
+  Store(0, Keys({1, 2}));
+  Store(0, Keys({1, 2}), std::nullopt, Tier::kCpu);
+  Store(1, Keys({1, 2}));
+  ASSERT_TRUE(index_.ClearSource(0, Tier::kGpu).ok());   // AllBlocksCleared
+  PrefixMatch m = Find(Keys({1, 2}));
+  EXPECT_EQ(Gpu(m, 0), 0u);
+  EXPECT_EQ(Any(m, 0), 2u);     // CPU copies survive a GPU clear
+  EXPECT_EQ(Gpu(m, 1), 2u);
+  EXPECT_EQ(TierBlocks(0, Tier::kGpu), 0u);
+  EXPECT_EQ(TierBlocks(0, Tier::kCpu), 2u);
+  EXPECT_EQ(index_.GetSourceStats(0).clears, 1u);
+  ASSERT_TRUE(index_.ClearSource(0, std::nullopt).ok());
+  m = Find(Keys({1, 2}));
+  EXPECT_EQ(m.Find(0), nullptr);
+  EXPECT_EQ(Gpu(m, 1), 2u);
+  // The source can store again after a clear.
+  Store(0, Keys({1}));
+  EXPECT_EQ(Gpu(Find(Keys({1})), 0), 1u);
+}
+
+TEST_F(BlockIndexTest, ClearSourceCoversAllModelsAndGroups) {
+  ModelId other = index_.AddModel("other").value();
+  std::vector<BlockKey> ks = Keys({1, 2, 3});
+  ASSERT_TRUE(index_.Store(other, 0, Tier::kGpu, kG0, ks, std::nullopt).ok());
+  Store(0, ks);
+  ASSERT_TRUE(index_.ClearSource(0, Tier::kGpu).ok());
+  EXPECT_EQ(index_.BlockCount(model_), 0u);
+  EXPECT_EQ(index_.BlockCount(other), 0u);
+}
+
+TEST_F(BlockIndexTest, ModelsWithIdenticalHashesAreKeptApart) {
+  ModelId other = index_.AddModel("other").value();
+  EXPECT_EQ(index_.AddModel("other").value(), other);
+  EXPECT_EQ(index_.FindModel("other"), other);
+  std::vector<BlockKey> ks = Keys({1, 2});
+  Store(0, ks);
+  ASSERT_TRUE(index_.Store(other, 1, Tier::kGpu, kG0, ks, std::nullopt).ok());
+  PrefixMatch m = Find(ks);
+  ASSERT_EQ(m.sources.size(), 1u);
+  EXPECT_EQ(m.sources[0].source, 0u);
+  ASSERT_TRUE(index_.FindPrefix(other, ks, {}, &m).ok());
+  ASSERT_EQ(m.sources.size(), 1u);
+  EXPECT_EQ(m.sources[0].source, 1u);
+  // A removal in one model does not touch the other.
+  ASSERT_TRUE(index_.Remove(other, 1, Tier::kGpu, kG0, ks).ok());
+  EXPECT_EQ(Gpu(Find(ks), 0), 2u);
+}
+
+TEST_F(BlockIndexTest, TierAccountingAndLowerTierReach) {
+  TierRegistry tiers;
+  Tier fs = tiers.Intern("FS").value();
+  Store(0, Keys({1, 2}));
+  Store(0, Keys({3, 4}), 2, Tier::kCpu);
+  Store(0, Keys({5}), 4, Tier::kStorage);
+  Store(0, Keys({6}), 5, fs);
+  PrefixMatch m = Find(Range(1, 8));
+  EXPECT_EQ(Gpu(m, 0), 2u);
+  EXPECT_EQ(Any(m, 0), 6u);
+  EXPECT_EQ(TierBlocks(0, Tier::kGpu), 2u);
+  EXPECT_EQ(TierBlocks(0, Tier::kCpu), 2u);
+  EXPECT_EQ(TierBlocks(0, Tier::kStorage), 1u);
+  EXPECT_EQ(TierBlocks(0, fs), 1u);
+  PrefixFilter gpu_only;
+  gpu_only.tier_mask = 1u << static_cast<int>(Tier::kGpu);
+  m = Find(Range(1, 8), gpu_only);
+  EXPECT_EQ(Any(m, 0), 2u);
+  // A CPU-only holder of block 0 is reported with gpu_blocks = 0.
+  Store(1, Keys({1, 2}), std::nullopt, Tier::kCpu);
+  m = Find(Keys({1, 2}));
+  EXPECT_EQ(Gpu(m, 1), 0u);
+  EXPECT_EQ(Any(m, 1), 2u);
+  // GPU removals do not touch CPU copies.
+  Remove(0, Keys({3}), Tier::kGpu);
+  EXPECT_EQ(TierBlocks(0, Tier::kCpu), 2u);
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 1u);
+}
+
+TEST_F(BlockIndexTest, GpuRunStopsAtFirstNonGpuBlock) {
+  Store(0, Keys({1}), std::nullopt, Tier::kCpu);
+  Store(0, Keys({2, 3}), 1);
+  PrefixMatch m = Find(Keys({1, 2, 3}));
+  EXPECT_EQ(Gpu(m, 0), 0u);
+  EXPECT_EQ(Any(m, 0), 3u);
+}
+
+TEST_F(BlockIndexTest, PerDataParallelRankAnswers) {
+  SourceRegistry reg;
+  SourceId r0 = reg.Register("replica-a", 0).value();
+  SourceId r1 = reg.Register("replica-a", 1).value();
+  EXPECT_NE(r0, r1);
+  EXPECT_EQ(reg.Register("replica-a", 1).value(), r1);
+  Store(r0, Keys({1, 2, 3}));
+  Store(r1, Keys({1}));
+  index_.SetSourceState(r1, SourceState::kDegraded);
+  PrefixMatch m = Find(Keys({1, 2, 3}));
+  ASSERT_EQ(m.sources.size(), 2u);
+  EXPECT_EQ(Gpu(m, r0), 3u);
+  EXPECT_EQ(Gpu(m, r1), 1u);
+  EXPECT_EQ(m.Find(r1)->state, SourceState::kDegraded);
+  EXPECT_EQ(m.Find(r0)->state, SourceState::kUnknown);
+  EXPECT_EQ(reg.Get(r1)->dp_rank, 1u);
+}
+
+TEST_F(BlockIndexTest, DriftCountersFireOnMissedEvents) {
+  Store(0, Keys({1, 2}));
+  Store(0, Keys({3}), 2);     // parent held: fine
+  EXPECT_EQ(index_.GetSourceStats(0).drift_orphan_store, 0u);
+  Store(0, Keys({11}), 10);   // parent 10 never stored here: we missed it
+  EXPECT_EQ(index_.GetSourceStats(0).drift_orphan_store, 1u);
+  Store(1, Keys({10}));
+  Store(0, Keys({12}), 10);   // held by another source only: still an orphan here
+  EXPECT_EQ(index_.GetSourceStats(0).drift_orphan_store, 2u);
+  Remove(0, Keys({99}));
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 1u);
+  index_.SetSourceCapacity(0, 6);
+  Store(0, Keys({20}));       // 6 GPU copies: at capacity
+  EXPECT_FALSE(index_.GetSourceStats(0).over_capacity);
+  Store(0, Keys({21}));       // 7 > 6: we missed removals
+  SourceStats st = index_.GetSourceStats(0);
+  EXPECT_EQ(st.gpu_copies, 7u);
+  EXPECT_EQ(st.gpu_capacity, 6u);
+  EXPECT_TRUE(st.over_capacity);
+  EXPECT_FALSE(index_.GetSourceStats(1).over_capacity);   // capacity unknown
+}
+
+TEST_F(BlockIndexTest, HybridGroupsIndexFullAttentionOnly) {
+  KvGroup swa{0, GroupKind::kOther};
+  KvGroup full{1, GroupKind::kFullAttention};
+  Store(0, Keys({1, 2}), std::nullopt, Tier::kGpu, StoreOrigin::kUnknown, swa);
+  EXPECT_EQ(index_.GetSourceStats(0).unindexed_blocks, 2u);
+  EXPECT_TRUE(Find(Keys({1})).sources.empty());
+  Store(0, Keys({1, 2}), std::nullopt, Tier::kGpu, StoreOrigin::kUnknown, full);
+  EXPECT_EQ(Gpu(Find(Keys({1, 2})), 0), 2u);   // the primary group is now 1
+  // BlockRemoved has no kind: group 0 was never indexed, so no drift.
+  Remove(0, Keys({1}), Tier::kGpu, KvGroup{0, GroupKind::kAbsent});
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 0u);
+  EXPECT_EQ(index_.GetSourceStats(0).unindexed_blocks, 3u);
+  Remove(0, Keys({1}), Tier::kGpu, KvGroup{1, GroupKind::kAbsent});
+  EXPECT_TRUE(Find(Keys({1})).sources.empty());
+  PrefixFilter g0;
+  g0.group = 0;
+  EXPECT_TRUE(Find(Keys({2}), g0).sources.empty());
+}
+
+TEST_F(BlockIndexTest, IndexAllGroupsOption) {
+  ModelOptions o;
+  o.index_all_groups = true;
+  ModelId m = index_.AddModel("hybrid", o).value();
+  std::vector<BlockKey> ks = Keys({1, 2});
+  ASSERT_TRUE(index_.Store(m, 0, Tier::kGpu, KvGroup{0, GroupKind::kFullAttention}, ks, std::nullopt).ok());
+  ASSERT_TRUE(index_.Store(m, 0, Tier::kGpu, KvGroup{1, GroupKind::kOther}, Keys({1}), std::nullopt).ok());
+  PrefixMatch pm;
+  PrefixFilter f;
+  ASSERT_TRUE(index_.FindPrefix(m, ks, f, &pm).ok());
+  EXPECT_EQ(Gpu(pm, 0), 2u);
+  f.group = 1;
+  ASSERT_TRUE(index_.FindPrefix(m, ks, f, &pm).ok());
+  EXPECT_EQ(Gpu(pm, 0), 1u);
+  EXPECT_EQ(TierBlocks(0, Tier::kGpu), 3u);   // (block, group) pairs
+}
+
+TEST_F(BlockIndexTest, RecencyOrderEvictsTailFirst) {
+  Store(0, Keys({1, 2, 3}));
+  std::vector<BlockKey> order;
+  ASSERT_TRUE(index_.PeekEvictionOrder(model_, 0, 10, &order).ok());
+  EXPECT_EQ(order, Keys({3, 2, 1}));
+  Store(0, Keys({1}));          // hit: block 1 becomes the hottest
+  Store(0, Keys({4, 5}), 1);
+  ASSERT_TRUE(index_.PeekEvictionOrder(model_, 0, 10, &order).ok());
+  EXPECT_EQ(order, Keys({3, 2, 1, 5, 4}));
+  ASSERT_TRUE(index_.PeekEvictionOrder(model_, 0, 2, &order).ok());
+  EXPECT_EQ(order, Keys({3, 2}));
+}
+
+TEST_F(BlockIndexTest, EvictionRankHistogram) {
+  std::vector<BlockKey> chain = Range(1, 101);
+  Store(0, chain);
+  Remove(0, Keys({100}));       // the coldest block (tail of the chain): rank 0
+  RecencyRankHistogram h = index_.GetEvictionRankHistogram();
+  EXPECT_EQ(h.count, 1u);
+  EXPECT_EQ(h.counts[0], 1u);
+  Remove(0, Keys({1}));         // the hottest: rank 1
+  h = index_.GetEvictionRankHistogram();
+  EXPECT_EQ(h.counts[RecencyRankHistogram::kBuckets - 1], 1u);
+  EXPECT_NEAR(h.sum, 1.0, 1e-3);
+}
+
+TEST_F(BlockIndexTest, BytesKeysKeepFullDigest) {
+  uint8_t a[32], b[32];
+  for (int i = 0; i < 32; ++i) a[i] = b[i] = static_cast<uint8_t>(i);
+  b[0] = 0xFF;   // same last 8 bytes (same wire), different digest
+  BlockKey ka = BlockKey::FromBytes(a, 32), kb = BlockKey::FromBytes(b, 32);
+  ASSERT_EQ(ka.wire(), kb.wire());
+  BlockKey ki = BlockKey::FromU64(ka.wire());   // integer form with the same value
+  std::vector<BlockKey> qa{ka}, qb{kb}, qi{ki};
+  ASSERT_TRUE(index_.Store(model_, 0, Tier::kGpu, kG0, qa, std::nullopt).ok());
+  EXPECT_EQ(Gpu(Find(qa), 0), 1u);
+  EXPECT_TRUE(Find(qb).sources.empty());
+  EXPECT_TRUE(Find(qi).sources.empty());
+  ASSERT_TRUE(index_.Store(model_, 1, Tier::kGpu, kG0, qb, std::nullopt).ok());
+  ASSERT_TRUE(index_.Store(model_, 2, Tier::kGpu, kG0, qi, std::nullopt).ok());
+  EXPECT_EQ(Find(qa).sources.size(), 1u);
+  EXPECT_EQ(Find(qb).Find(1)->gpu_blocks, 1u);
+  EXPECT_EQ(Find(qi).Find(2)->gpu_blocks, 1u);
+  EXPECT_EQ(index_.BlockCount(model_), 3u);
+  std::vector<BlockKey> order;
+  ASSERT_TRUE(index_.PeekEvictionOrder(model_, 1, 1, &order).ok());
+  ASSERT_EQ(order.size(), 1u);
+  EXPECT_EQ(order[0], kb);
+  uint8_t x[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};   // xxhash-sized
+  std::vector<BlockKey> qx{BlockKey::FromBytes(x, 16)};
+  ASSERT_TRUE(index_.Store(model_, 0, Tier::kGpu, kG0, qx, std::nullopt).ok());
+  EXPECT_EQ(Gpu(Find(qx), 0), 1u);
+  ASSERT_TRUE(index_.Remove(model_, 0, Tier::kGpu, kG0, qa).ok());
+  EXPECT_TRUE(Find(qa).sources.empty());
+  EXPECT_EQ(Find(qb).sources.size(), 1u);
+}
+
+TEST_F(BlockIndexTest, ManyOwnersOfOneBlock) {
+  for (SourceId s = 0; s < 300; ++s) {
+    Store(s, Keys({1, 2}));
+    Store(s, Keys({1}), std::nullopt, Tier::kCpu);
+  }
+  PrefixMatch m = Find(Keys({1, 2}));
+  ASSERT_EQ(m.sources.size(), 300u);
+  for (size_t i = 0; i < m.sources.size(); ++i) {
+    EXPECT_EQ(m.sources[i].source, i);   // ascending source order
+    EXPECT_EQ(m.sources[i].gpu_blocks, 2u);
+  }
+  for (SourceId s = 0; s < 300; s += 2) Remove(s, Keys({2}));
+  m = Find(Keys({1, 2}));
+  EXPECT_EQ(Gpu(m, 0), 1u);
+  EXPECT_EQ(Gpu(m, 1), 2u);
+  for (SourceId s = 0; s < 300; ++s) ASSERT_TRUE(index_.ClearSource(s, std::nullopt).ok());
+  EXPECT_EQ(index_.BlockCount(model_), 0u);
+}
+
+TEST_F(BlockIndexTest, GrowAndShrinkManyBlocks) {
+  std::vector<BlockKey> ks = Range(1000, 201000);
+  Store(0, ks);
+  EXPECT_EQ(index_.BlockCount(model_), 200000u);
+  EXPECT_EQ(Gpu(Find(ks), 0), 200000u > 8192 ? 8192u : 200000u);
+  Remove(0, ks);
+  EXPECT_EQ(index_.BlockCount(model_), 0u);
+  Store(1, Range(1, 100));
+  EXPECT_EQ(Gpu(Find(Range(1, 100)), 1), 99u);
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 0u);
+}
+
+TEST_F(BlockIndexTest, DumpRestoreRoundTrip) {
+  ModelId other = index_.AddModel("other").value();
+  Store(0, Keys({1, 2, 3}));
+  Store(0, Keys({3}), 2);
+  Store(0, Keys({1}));
+  Store(1, Keys({1, 2}), std::nullopt, Tier::kCpu);
+  std::vector<BlockKey> ks = Keys({5, 6});
+  ASSERT_TRUE(index_.Store(other, 2, Tier::kGpu, kG0, ks, std::nullopt).ok());
+  IndexSnapshot snap;
+  index_.Dump(&snap);
+  EXPECT_EQ(snap.owners.size(), 7u);
+  BlockIndex copy;
+  ASSERT_TRUE(copy.Restore(snap).ok());
+  IndexSnapshot snap2;
+  copy.Dump(&snap2);
+  EXPECT_TRUE(SameContents(snap, snap2));
+  PrefixMatch a, b;
+  std::vector<BlockKey> q = Keys({1, 2, 3});
+  ASSERT_TRUE(index_.FindPrefix(model_, q, {}, &a).ok());
+  ASSERT_TRUE(copy.FindPrefix(model_, q, {}, &b).ok());
+  ASSERT_EQ(a.sources.size(), b.sources.size());
+  for (size_t i = 0; i < a.sources.size(); ++i) {
+    EXPECT_EQ(a.sources[i].gpu_blocks, b.sources[i].gpu_blocks);
+    EXPECT_EQ(a.sources[i].blocks_with_lower_tiers, b.sources[i].blocks_with_lower_tiers);
+    EXPECT_EQ(a.sources[i].hits, b.sources[i].hits);
+  }
+  std::vector<BlockKey> o1, o2;
+  ASSERT_TRUE(index_.PeekEvictionOrder(model_, 0, 10, &o1).ok());
+  ASSERT_TRUE(copy.PeekEvictionOrder(model_, 0, 10, &o2).ok());
+  EXPECT_EQ(o1, o2);
+  EXPECT_EQ(copy.GetSourceStats(0).gpu_copies, index_.GetSourceStats(0).gpu_copies);
+  // Continued ingest stays identical.
+  for (BlockIndex* x : {&index_, &copy}) ASSERT_TRUE(x->Store(model_, 0, Tier::kGpu, kG0, Keys({4}), K(3)).ok());
+  index_.Dump(&snap);
+  copy.Dump(&snap2);
+  EXPECT_TRUE(SameContents(snap, snap2));
+  Store(0, Keys({9}));
+  index_.Dump(&snap);
+  EXPECT_FALSE(SameContents(snap, snap2));
+  EXPECT_FALSE(copy.Restore(snap).ok());   // not empty
+}
+
+TEST_F(BlockIndexTest, ClockRebaseKeepsRecencyOrder) {
+  Store(0, Keys({1, 2, 3}));
+  Store(0, Keys({1}));
+  std::vector<BlockKey> before, after;
+  ASSERT_TRUE(index_.PeekEvictionOrder(model_, 0, 10, &before).ok());
+  index_.TestOnlySetClock(0, 0xFFFFFF00ULL);
+  Store(0, Keys({4, 5}), 1);   // forces a rebase before stamping
+  ASSERT_TRUE(index_.PeekEvictionOrder(model_, 0, 10, &after).ok());
+  std::vector<BlockKey> want = before;
+  want.push_back(K(5));
+  want.push_back(K(4));
+  EXPECT_EQ(after, want);
+  IndexSnapshot snap;
+  index_.Dump(&snap);
+  for (const OwnerRecord& o : snap.owners) EXPECT_LT(o.stamp, 0xF0000000u);
+  Remove(0, Keys({3}));
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 0u);
+  ASSERT_TRUE(index_.PeekEvictionOrder(model_, 0, 1, &after).ok());
+  EXPECT_EQ(after, Keys({2}));
+}
+
+TEST(RegistryTest, TiersAndSources) {
+  TierRegistry t;
+  EXPECT_EQ(t.Intern("GPU").value(), Tier::kGpu);
+  EXPECT_EQ(t.Intern("CPU").value(), Tier::kCpu);
+  EXPECT_EQ(t.Intern("STORAGE").value(), Tier::kStorage);
+  Tier obj = t.Intern("OBJ").value();
+  EXPECT_EQ(static_cast<int>(obj), 3);
+  EXPECT_EQ(t.Intern("OBJ").value(), obj);
+  EXPECT_EQ(t.Name(obj), "OBJ");
+  EXPECT_FALSE(t.Find("FS").has_value());
+  for (int i = 0; i < 100; ++i) {
+    std::string name = "medium-";   // (built with += : GCC 12 -Wrestrict false positive on operator+)
+    name += std::to_string(i);
+    (void)t.Intern(name);
+  }
+  EXPECT_EQ(t.size(), kMaxTiers);
+  EXPECT_EQ(t.Intern("one-too-many").status().code(), StatusCode::kOutOfRange);
+
+  SourceRegistry s;
+  EXPECT_EQ(s.Register("a", 0).value(), 0u);
+  EXPECT_EQ(s.Register("b", 0).value(), 1u);
+  EXPECT_EQ(s.Find("a", 0), 0u);
+  EXPECT_FALSE(s.Find("a", 1).has_value());
+  EXPECT_EQ(s.Get(1)->replica, "b");
+  EXPECT_EQ(s.Get(2), nullptr);
+  EXPECT_EQ(SourceStateName(SourceState::kExact), "EXACT");
+}
+
+}  // namespace
+}  // namespace kvidx

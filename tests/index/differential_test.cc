@@ -1,0 +1,301 @@
+// Randomized differential test: BlockIndex against a plain reference model
+// (std::map of blocks to owners) over random events and queries.
+//
+// Default size keeps CI at a few seconds (smaller under sanitizers); set
+// KVIDX_DIFF_EVENTS for a longer run, e.g. KVIDX_DIFF_EVENTS=5000000.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "index/block_index.h"
+
+namespace kvidx {
+namespace {
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr uint64_t kDefaultEvents = 30000;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+constexpr uint64_t kDefaultEvents = 30000;
+#else
+constexpr uint64_t kDefaultEvents = 400000;
+#endif
+#else
+constexpr uint64_t kDefaultEvents = 400000;
+#endif
+
+uint64_t EventsFromEnv() {
+  const char* e = std::getenv("KVIDX_DIFF_EVENTS");
+  if (e == nullptr || *e == '\0') return kDefaultEvents;
+  return std::strtoull(e, nullptr, 10);
+}
+
+// The reference: every rule of block_index.h written the obvious way.
+class Reference {
+ public:
+  using OKey = std::tuple<uint32_t, uint32_t, uint32_t>;   // source, tier, group
+  struct Owner {
+    uint32_t ref = 0, hits = 0, stamp = 0;
+  };
+  struct Counters {
+    uint64_t hits = 0, dup = 0, orphan = 0, remove_unknown = 0, reused_unknown = 0, gpu_copies = 0;
+    std::map<uint32_t, uint64_t> tier_blocks;
+  };
+  std::map<std::pair<ModelId, uint64_t>, std::map<OKey, Owner>> blocks;
+  std::map<uint32_t, uint64_t> clock;
+  std::map<uint32_t, Counters> counters;
+
+  bool Holds(ModelId m, uint64_t k, OKey o) const {
+    auto it = blocks.find({m, k});
+    return it != blocks.end() && it->second.count(o) != 0;
+  }
+
+  void Store(ModelId m, uint32_t s, uint32_t tier, uint32_t group, const std::vector<uint64_t>& ks,
+             std::optional<uint64_t> parent, StoreOrigin origin) {
+    if (group != 0 || ks.empty()) return;   // the test only stores kind-less groups; only group 0 is indexed
+    OKey o{s, tier, group};
+    Counters& c = counters[s];
+    bool reused = origin == StoreOrigin::kReused;
+    bool hit_candidate = reused || (origin == StoreOrigin::kUnknown && !parent);
+    if (parent && !reused && !Holds(m, *parent, o)) ++c.orphan;
+    uint64_t base = clock[s];
+    clock[s] += ks.size();
+    for (size_t i = 0; i < ks.size(); ++i) {
+      uint32_t stamp = static_cast<uint32_t>(base + ks.size() - i);
+      auto& owners = blocks[{m, ks[i]}];
+      auto it = owners.find(o);
+      if (it != owners.end()) {
+        it->second.stamp = stamp;
+        if (hit_candidate) {
+          ++it->second.hits;
+          ++c.hits;
+        } else {
+          ++it->second.ref;
+          ++c.dup;
+          if (tier == 0) ++c.gpu_copies;
+        }
+        continue;
+      }
+      owners[o] = Owner{1, reused ? 1u : 0u, stamp};
+      ++c.tier_blocks[tier];
+      if (tier == 0) ++c.gpu_copies;
+      if (reused) {
+        ++c.hits;
+        ++c.reused_unknown;
+      }
+    }
+  }
+
+  void Remove(ModelId m, uint32_t s, uint32_t tier, uint32_t group, const std::vector<uint64_t>& ks) {
+    if (group != 0) return;
+    OKey o{s, tier, group};
+    Counters& c = counters[s];
+    for (uint64_t k : ks) {
+      auto bit = blocks.find({m, k});
+      if (bit == blocks.end() || bit->second.count(o) == 0) {
+        ++c.remove_unknown;
+        continue;
+      }
+      if (tier == 0) --c.gpu_copies;
+      Owner& ow = bit->second[o];
+      if (ow.ref > 1) {
+        --ow.ref;
+        continue;
+      }
+      bit->second.erase(o);
+      --c.tier_blocks[tier];
+      if (bit->second.empty()) blocks.erase(bit);
+    }
+  }
+
+  void Clear(uint32_t s, std::optional<uint32_t> tier) {
+    Counters& c = counters[s];
+    for (auto it = blocks.begin(); it != blocks.end();) {
+      for (auto ot = it->second.begin(); ot != it->second.end();) {
+        if (std::get<0>(ot->first) == s && (!tier || std::get<1>(ot->first) == *tier)) {
+          ot = it->second.erase(ot);
+        } else {
+          ++ot;
+        }
+      }
+      it = it->second.empty() ? blocks.erase(it) : std::next(it);
+    }
+    for (auto& [t, n] : c.tier_blocks) {
+      if (!tier || t == *tier) n = 0;
+    }
+    if (!tier || *tier == 0) c.gpu_copies = 0;
+  }
+
+  // source -> (gpu, any, hits, hit_blocks)
+  std::map<uint32_t, std::tuple<uint32_t, uint32_t, uint64_t, uint32_t>> Query(ModelId m,
+                                                                               const std::vector<uint64_t>& ks,
+                                                                               uint64_t tier_mask) const {
+    std::map<uint32_t, std::tuple<uint32_t, uint32_t, uint64_t, uint32_t>> out;
+    if (ks.empty()) return out;
+    auto owners_at = [&](size_t i) -> const std::map<OKey, Owner>* {
+      auto it = blocks.find({m, ks[i]});
+      return it == blocks.end() ? nullptr : &it->second;
+    };
+    const auto* first = owners_at(0);
+    if (first == nullptr) return out;
+    for (const auto& [o, ow] : *first) {
+      auto [s, t, g] = o;
+      if (g != 0 || !((tier_mask >> t) & 1)) continue;
+      if (out.count(s)) continue;
+      uint32_t gpu = 0, any = 0, hit_blocks = 0;
+      uint64_t hits = 0;
+      bool gpu_on = ((tier_mask >> 0) & 1) != 0;
+      for (size_t i = 0; i < ks.size(); ++i) {
+        const auto* os = owners_at(i);
+        bool has_any = false, has_gpu = false;
+        uint32_t h = 0;
+        if (os != nullptr) {
+          for (const auto& [o2, ow2] : *os) {
+            if (std::get<0>(o2) != s || std::get<2>(o2) != 0 || !((tier_mask >> std::get<1>(o2)) & 1)) continue;
+            has_any = true;
+            if (std::get<1>(o2) == 0) {
+              has_gpu = true;
+              h = ow2.hits;
+            }
+          }
+        }
+        if (gpu_on && has_gpu && gpu == i) {
+          gpu = static_cast<uint32_t>(i + 1);
+          hits += h;
+          hit_blocks += h > 0;
+        }
+        if (!has_any) break;
+        any = static_cast<uint32_t>(i + 1);
+      }
+      out[s] = {gpu, any, hits, hit_blocks};
+    }
+    return out;
+  }
+};
+
+TEST(DifferentialTest, MatchesReferenceModel) {
+  const uint64_t events = EventsFromEnv();
+  std::mt19937_64 rng(20260901);
+  auto below = [&](uint64_t n) { return rng() % n; };
+  BlockIndex index;
+  Reference ref;
+  const ModelId models[2] = {index.AddModel("a").value(), index.AddModel("b").value()};
+  constexpr uint32_t kSources = 6;
+  constexpr uint64_t kUniverse = 400;
+  const uint32_t tiers[4] = {0, 1, 2, 7};
+  auto random_chain = [&](size_t max_len) {
+    std::vector<uint64_t> ks(1 + below(max_len));
+    for (uint64_t& k : ks) k = below(kUniverse);
+    return ks;
+  };
+  auto to_keys = [](const std::vector<uint64_t>& ks) {
+    std::vector<BlockKey> out;
+    for (uint64_t k : ks) out.push_back(BlockKey::FromU64(k));
+    return out;
+  };
+  PrefixMatch pm;
+  uint64_t queries = 0, nonempty = 0;
+  for (uint64_t e = 0; e < events; ++e) {
+    uint64_t op = below(1000);
+    ModelId m = models[below(2)];
+    uint32_t s = static_cast<uint32_t>(below(kSources));
+    uint32_t tier = tiers[below(10) < 7 ? 0 : below(4)];
+    uint32_t group = below(10) == 0 ? 2 : 0;   // group 2 (kind other) is never indexed
+    KvGroup g{group, group == 0 ? GroupKind::kAbsent : GroupKind::kOther};
+    if (op < 480) {
+      std::vector<uint64_t> ks = random_chain(8);
+      std::optional<uint64_t> parent;
+      if (below(3) != 0) parent = below(kUniverse);
+      uint64_t o = below(20);
+      StoreOrigin origin = o == 0 ? StoreOrigin::kNew : o == 1 ? StoreOrigin::kReused : StoreOrigin::kUnknown;
+      std::optional<BlockKey> p;
+      if (parent) p = BlockKey::FromU64(*parent);
+      ASSERT_TRUE(index.Store(m, s, static_cast<Tier>(tier), g, to_keys(ks), p, origin).ok());
+      ref.Store(m, s, tier, group, ks, parent, origin);
+    } else if (op < 830) {
+      std::vector<uint64_t> ks = random_chain(4);
+      ASSERT_TRUE(index.Remove(m, s, static_cast<Tier>(tier), g, to_keys(ks)).ok());
+      ref.Remove(m, s, tier, group, ks);
+    } else if (op < 995) {
+      std::vector<uint64_t> ks = random_chain(12);
+      if (below(4) == 0) {
+        // Extend a stored chain so that long matches happen too.
+        auto it = ref.blocks.lower_bound({m, below(kUniverse)});
+        if (it != ref.blocks.end()) ks[0] = it->first.second;
+      }
+      PrefixFilter f;
+      if (below(4) == 0) f.tier_mask = below(2) ? 1u : (1u | 2u);
+      ASSERT_TRUE(index.FindPrefix(m, to_keys(ks), f, &pm).ok());
+      auto want = ref.Query(m, ks, f.tier_mask);
+      ++queries;
+      nonempty += !want.empty();
+      ASSERT_EQ(pm.sources.size(), want.size()) << "event " << e;
+      for (const SourceMatch& sm : pm.sources) {
+        auto it = want.find(sm.source);
+        ASSERT_NE(it, want.end()) << "event " << e;
+        auto [gpu, any, hits, hit_blocks] = it->second;
+        ASSERT_EQ(sm.gpu_blocks, gpu) << "event " << e << " source " << sm.source;
+        ASSERT_EQ(sm.blocks_with_lower_tiers, any) << "event " << e;
+        ASSERT_EQ(sm.hits, hits) << "event " << e;
+        ASSERT_EQ(sm.hit_blocks, hit_blocks) << "event " << e;
+      }
+    } else {
+      std::optional<uint32_t> t;
+      if (below(2) == 0) t = tiers[below(4)];
+      std::optional<Tier> tt;
+      if (t) tt = static_cast<Tier>(*t);
+      ASSERT_TRUE(index.ClearSource(s, tt).ok());
+      ref.Clear(s, t);
+    }
+    if (e % 20000 == 19999 || e + 1 == events) {
+      // Full state: ownership, tiers, refcounts, hits, recency stamps.
+      IndexSnapshot snap;
+      index.Dump(&snap);
+      size_t n = 0;
+      for (const auto& [mk, owners] : ref.blocks) n += owners.size();
+      ASSERT_EQ(snap.owners.size(), n) << "event " << e;
+      for (const OwnerRecord& o : snap.owners) {
+        auto bit = ref.blocks.find({o.model, o.key.wire()});
+        ASSERT_NE(bit, ref.blocks.end());
+        auto oit = bit->second.find({o.source, static_cast<uint32_t>(o.tier), o.group});
+        ASSERT_NE(oit, bit->second.end());
+        ASSERT_EQ(o.refcount, oit->second.ref);
+        ASSERT_EQ(o.hits, oit->second.hits);
+        ASSERT_EQ(o.stamp, oit->second.stamp);
+      }
+      for (uint32_t src = 0; src < kSources; ++src) {
+        SourceStats st = index.GetSourceStats(src);
+        const Reference::Counters& c = ref.counters[src];
+        ASSERT_EQ(st.hits, c.hits);
+        ASSERT_EQ(st.duplicate_copies, c.dup);
+        ASSERT_EQ(st.drift_orphan_store, c.orphan);
+        ASSERT_EQ(st.drift_remove_unknown, c.remove_unknown);
+        ASSERT_EQ(st.drift_reused_unknown, c.reused_unknown);
+        ASSERT_EQ(st.gpu_copies, c.gpu_copies);
+        std::map<uint32_t, uint64_t> tb;
+        for (auto [t, v] : st.blocks_per_tier) tb[static_cast<uint32_t>(t)] = v;
+        for (auto [t, v] : c.tier_blocks) {
+          if (v != 0) {
+            ASSERT_EQ(tb[t], v) << "source " << src << " tier " << t;
+          }
+        }
+      }
+      // Round trip through a snapshot.
+      if (e + 1 == events) {
+        BlockIndex copy;
+        ASSERT_TRUE(copy.Restore(snap).ok());
+        IndexSnapshot snap2;
+        copy.Dump(&snap2);
+        ASSERT_TRUE(SameContents(snap, snap2));
+      }
+    }
+  }
+  EXPECT_GT(nonempty, queries / 10);   // the workload does produce matches
+}
+
+}  // namespace
+}  // namespace kvidx
