@@ -497,7 +497,7 @@ void BlockIndex::SetSourceState(SourceId source, SourceState state) {
 
 SourceState BlockIndex::GetSourceState(SourceId source) const {
   SourceData* d = impl_->GetSource(source);
-  return d == nullptr ? SourceState::kUnknown
+  return d == nullptr ? SourceState::kConnecting
                       : static_cast<SourceState>(d->counters.state.load(std::memory_order_relaxed));
 }
 
@@ -607,7 +607,7 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
   }
   for (SourceMatch& e : res) {
     SourceData* d = impl_->GetSource(e.source);
-    e.state = d == nullptr ? SourceState::kUnknown
+    e.state = d == nullptr ? SourceState::kConnecting
                            : static_cast<SourceState>(d->counters.state.load(std::memory_order_relaxed));
   }
   return Status::Ok();

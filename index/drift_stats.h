@@ -33,7 +33,7 @@ namespace kvidx {
 
 // Snapshot of one source, returned by BlockIndex::GetSourceStats.
 struct SourceStats {
-  SourceState state = SourceState::kUnknown;
+  SourceState state = SourceState::kConnecting;
   uint64_t stored_blocks = 0;        // block entries in indexed BlockStored events
   uint64_t removed_blocks = 0;       // block entries in indexed BlockRemoved events
   uint64_t unindexed_blocks = 0;     // block entries of groups this model does not index

@@ -42,7 +42,7 @@ struct SourceMatch {
   uint32_t blocks_with_lower_tiers = 0;
   uint32_t hit_blocks = 0;   // blocks of the GPU prefix with >= 1 confirmed hit
   uint64_t hits = 0;         // sum of confirmed hits over the GPU prefix
-  SourceState state = SourceState::kUnknown;
+  SourceState state = SourceState::kConnecting;
 };
 
 class PrefixMatch {

@@ -2,17 +2,6 @@
 
 namespace kvidx {
 
-std::string_view SourceStateName(SourceState s) {
-  switch (s) {
-    case SourceState::kUnknown: return "UNKNOWN";
-    case SourceState::kExact: return "EXACT";
-    case SourceState::kDegraded: return "DEGRADED";
-    case SourceState::kResyncing: return "RESYNCING";
-    case SourceState::kStale: return "STALE";
-  }
-  return "UNKNOWN";
-}
-
 namespace {
 std::string NameKey(std::string_view replica, uint32_t dp_rank) {
   std::string k(replica);

@@ -6,9 +6,7 @@
 // index can keep per-source state in flat arrays and store a source in 16
 // bits per owner record. Ids are never reused while the registry lives.
 //
-// SourceState is owned by ingest (it knows about sequence gaps and replay);
-// the index only stores the value per source and reports it with query
-// results so that a router can discount DEGRADED answers.
+// SourceState (source_state.h) is owned by ingest; the index only stores it.
 //
 // Thread-safe: Register/Find take an internal mutex; Get is lock-free for ids
 // that Register has returned.
@@ -24,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "index/source_state.h"
 #include "index/status.h"
 
 namespace kvidx {
@@ -32,15 +31,6 @@ using SourceId = uint32_t;
 // Owner records store a source in 16 bits; two values are reserved.
 inline constexpr SourceId kMaxSources = 65534;
 
-enum class SourceState : uint8_t {
-  kUnknown = 0,   // never set
-  kExact,         // every event since the last (re)sync was applied in order
-  kDegraded,      // a gap was seen and not (yet) repaired by replay
-  kResyncing,     // replay in progress
-  kStale,         // the stream is silent / disconnected; contents may be old
-};
-
-std::string_view SourceStateName(SourceState s);
 
 struct SourceInfo {
   std::string replica;   // operator-visible replica name (pod, host:port, ...)

@@ -270,7 +270,7 @@ TEST_F(BlockIndexTest, PerDataParallelRankAnswers) {
   EXPECT_EQ(Gpu(m, r0), 3u);
   EXPECT_EQ(Gpu(m, r1), 1u);
   EXPECT_EQ(m.Find(r1)->state, SourceState::kDegraded);
-  EXPECT_EQ(m.Find(r0)->state, SourceState::kUnknown);
+  EXPECT_EQ(m.Find(r0)->state, SourceState::kConnecting);
   EXPECT_EQ(reg.Get(r1)->dp_rank, 1u);
 }
 
