@@ -1,0 +1,190 @@
+// kvidx hash: prints the block hashes vLLM computes for a token sequence, so
+// an operator can check what key a prompt should have in the index.
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/block_hasher.h"
+#include "tools/kvidx/commands.h"
+
+namespace kvidx::cli {
+
+namespace {
+
+constexpr char kHashUsage[] =
+    "usage: kvidx hash [--algo sha256|sha256_cbor|xxhash|xxhash_cbor] [--seed S]\n"
+    "                  [--block-size N] [--lora NAME] [--salt S]\n"
+    "                  (--tokens 1,2,3,... | --tokens-file FILE) [--json]\n"
+    "\n"
+    "Prints the vLLM block hash of every full block of the tokens.\n"
+    "  --algo         vLLM --prefix-caching-hash-algo (default sha256)\n"
+    "  --seed         the engine's PYTHONHASHSEED; default \"vllm-none-hash\" for\n"
+    "                 sha256*, required for xxhash* (random in vLLM otherwise)\n"
+    "  --block-size   hash block size in tokens (default 16)\n"
+    "  --lora         LoRA adapter name (lora_request.lora_name)\n"
+    "  --salt         cache_salt of the request\n"
+    "  --tokens       comma-separated token ids\n"
+    "  --tokens-file  file of token ids separated by commas or whitespace\n"
+    "  --json         print {\"none_hash\": ..., \"blocks\": [...]} instead of a table\n";
+
+int UsageError(const std::string& msg) {
+  std::fprintf(stderr, "kvidx hash: %s\nRun 'kvidx hash --help' for usage.\n", msg.c_str());
+  return kExitUsage;
+}
+
+// Parses token ids separated by commas and/or whitespace. Returns an error
+// message, or nullopt on success.
+std::optional<std::string> ParseTokens(std::string_view text, std::vector<int64_t>* out) {
+  size_t i = 0;
+  bool expect_value = false;  // after a comma a value must follow
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      ++i;
+      continue;
+    }
+    if (c == ',') {
+      if (expect_value || out->empty()) return "empty token id in list";
+      expect_value = true;
+      ++i;
+      continue;
+    }
+    int64_t v = 0;
+    const char* first = text.data() + i;
+    const char* last = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(first, last, v);
+    if (ec != std::errc() || (ptr != last && std::strchr(", \t\r\n", *ptr) == nullptr)) {
+      size_t end = i;
+      while (end < text.size() && std::strchr(", \t\r\n", text[end]) == nullptr) ++end;
+      return "bad token id '" + std::string(text.substr(i, end - i)) + "' (expected a 64-bit integer)";
+    }
+    out->push_back(v);
+    expect_value = false;
+    i = static_cast<size_t>(ptr - text.data());
+  }
+  if (expect_value) return "token list ends with a comma";
+  return std::nullopt;
+}
+
+}  // namespace
+
+int RunHash(int argc, char** argv) {
+  BlockHasherOptions opts;
+  std::optional<std::string> lora, salt, tokens_arg, tokens_file;
+  bool json = false;
+
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kHashUsage, stdout);
+      return kExitOk;
+    }
+    if (arg == "--json") {
+      json = true;
+      continue;
+    }
+    // --flag VALUE or --flag=VALUE
+    std::string_view flag = arg;
+    std::optional<std::string> value;
+    if (const size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+      flag = arg.substr(0, eq);
+      value = std::string(arg.substr(eq + 1));
+    }
+    const bool known = flag == "--algo" || flag == "--seed" || flag == "--block-size" || flag == "--lora" ||
+                       flag == "--salt" || flag == "--tokens" || flag == "--tokens-file";
+    if (!known) return UsageError("unknown argument '" + std::string(arg) + "'");
+    if (!value) {
+      if (i + 1 >= argc) return UsageError(std::string(flag) + " needs a value");
+      value = argv[++i];
+    }
+    if (flag == "--algo") {
+      Result<HashAlgo> algo = ParseHashAlgo(*value);
+      if (!algo.ok()) return UsageError(algo.status().message());
+      opts.algo = *algo;
+    } else if (flag == "--seed") {
+      opts.seed = *value;
+    } else if (flag == "--block-size") {
+      size_t n = 0;
+      const char* end = value->data() + value->size();
+      auto [ptr, ec] = std::from_chars(value->data(), end, n);
+      if (ec != std::errc() || ptr != end || value->empty()) {
+        return UsageError("bad --block-size '" + *value + "' (expected a positive integer)");
+      }
+      opts.block_size = n;
+    } else if (flag == "--lora") {
+      lora = *value;
+    } else if (flag == "--salt") {
+      salt = *value;
+    } else if (flag == "--tokens") {
+      tokens_arg = *value;
+    } else {
+      tokens_file = *value;
+    }
+  }
+
+  if (tokens_arg && tokens_file) return UsageError("give either --tokens or --tokens-file, not both");
+  if (!tokens_arg && !tokens_file) return UsageError("missing --tokens or --tokens-file");
+
+  std::string text;
+  if (tokens_arg) {
+    text = *tokens_arg;
+  } else {
+    std::ifstream in(*tokens_file, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "kvidx hash: cannot read %s: %s\n", tokens_file->c_str(), std::strerror(errno));
+      return kExitError;
+    }
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  std::vector<int64_t> tokens;
+  if (std::optional<std::string> err = ParseTokens(text, &tokens)) return UsageError(*err);
+  if (tokens.empty()) return UsageError("no token ids given");
+
+  Result<BlockHasher> hasher = BlockHasher::Create(opts);
+  if (!hasher.ok()) return UsageError(hasher.status().message());
+
+  RequestExtras extras;
+  if (lora) extras.lora_name = *lora;
+  if (salt) extras.cache_salt = *salt;
+  std::vector<BlockDigest> blocks;
+  if (Status s = hasher->HashRequest(tokens, extras, &blocks); !s.ok()) {
+    std::fprintf(stderr, "kvidx hash: %s\n", s.ToString().c_str());
+    return kExitError;
+  }
+
+  if (json) {
+    std::string out = "{\"none_hash\": \"" + hasher->none_hash().ToHex() + "\", \"blocks\": [";
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (i) out += ", ";
+      out += "{\"index\": " + std::to_string(i) + ", \"wire_u64\": \"" + std::to_string(blocks[i].wire_u64()) +
+             "\", \"hash_hex\": \"" + blocks[i].ToHex() + "\"}";
+    }
+    out += "]}\n";
+    std::fputs(out.c_str(), stdout);
+  } else {
+    // index column as wide as the largest index or its header; u64 is <= 20 digits.
+    const int iw = std::max<int>(5, static_cast<int>(std::to_string(blocks.empty() ? 0 : blocks.size() - 1).size()));
+    std::printf("%-*s  %-20s  %s\n", iw, "index", "wire_u64", "hash_hex");
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      std::printf("%-*zu  %-20s  %s\n", iw, i, std::to_string(blocks[i].wire_u64()).c_str(),
+                  blocks[i].ToHex().c_str());
+    }
+  }
+  if (blocks.empty()) {
+    std::fprintf(stderr, "kvidx hash: note: %zu tokens make no full block of %zu\n", tokens.size(),
+                 opts.block_size);
+  }
+  return kExitOk;
+}
+
+}  // namespace kvidx::cli

@@ -1,0 +1,48 @@
+// kvidx: operator CLI. `kvidx <subcommand> [args]`; see commands.h.
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "tools/kvidx/commands.h"
+
+namespace {
+
+struct Subcommand {
+  std::string_view name;
+  int (*run)(int argc, char** argv);
+  std::string_view summary;
+};
+
+// Add new subcommands here (implementation in their own file, declared in commands.h).
+constexpr Subcommand kSubcommands[] = {
+    {"hash", kvidx::cli::RunHash, "compute vLLM block hashes of a token sequence"},
+};
+
+void PrintUsage(FILE* out) {
+  std::fprintf(out, "usage: kvidx <subcommand> [args]\n\nsubcommands:\n");
+  for (const Subcommand& c : kSubcommands) {
+    std::fprintf(out, "  %-10.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+                 static_cast<int>(c.summary.size()), c.summary.data());
+  }
+  std::fprintf(out, "\nRun 'kvidx <subcommand> --help' for its options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage(stderr);
+    return kvidx::cli::kExitUsage;
+  }
+  const std::string_view sub = argv[1];
+  if (sub == "help" || sub == "--help" || sub == "-h") {
+    PrintUsage(stdout);
+    return kvidx::cli::kExitOk;
+  }
+  for (const Subcommand& c : kSubcommands) {
+    if (c.name == sub) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "kvidx: unknown subcommand '%s'\n\n", argv[1]);
+  PrintUsage(stderr);
+  return kvidx::cli::kExitUsage;
+}
