@@ -1,0 +1,150 @@
+#include "ingest/index_sink.h"
+
+#include <mutex>
+
+#include <spdlog/spdlog.h>
+
+namespace kvidx::ingest {
+namespace {
+
+KvGroup GroupOf(const KvEvent& e) {
+  KvGroup g;
+  g.idx = e.group_idx ? static_cast<uint32_t>(*e.group_idx) : 0;
+  if (!e.kv_cache_spec_kind) {
+    g.kind = GroupKind::kAbsent;
+  } else if (*e.kv_cache_spec_kind == "full_attention" || *e.kv_cache_spec_kind == "mla_attention") {
+    g.kind = GroupKind::kFullAttention;
+  } else {
+    g.kind = GroupKind::kOther;
+  }
+  return g;
+}
+
+StoreOrigin OriginOf(const KvEvent& e) {
+  if (!e.origin) return StoreOrigin::kUnknown;
+  if (*e.origin == "REUSED") return StoreOrigin::kReused;
+  if (*e.origin == "NEW") return StoreOrigin::kNew;
+  return StoreOrigin::kUnknown;
+}
+
+}  // namespace
+
+IndexSink::IndexSink(BlockIndex* index, SourceRegistry* sources, TierRegistry* tiers)
+    : index_(index), sources_(sources), tiers_(tiers) {}
+
+IndexSink::Binding* IndexSink::Find(uint64_t spec_id) const {
+  std::shared_lock lock(mu_);
+  auto it = bindings_.find(spec_id);
+  return it == bindings_.end() ? nullptr : it->second.get();
+}
+
+void IndexSink::Count(const Status& s) {
+  if (s.ok()) return;
+  uint64_t n = stats_.apply_errors.fetch_add(1, std::memory_order_relaxed);
+  // Power-of-two sampling keeps a persistent fault visible without flooding.
+  if ((n & (n + 1)) == 0) spdlog::warn("index apply failed ({} so far): {}", n + 1, s.ToString());
+}
+
+Tier IndexSink::TierOf(const std::optional<std::string_view>& medium) {
+  if (!medium || *medium == "GPU") return Tier::kGpu;
+  if (auto t = tiers_->Find(*medium)) return *t;
+  Result<Tier> t = tiers_->Intern(*medium);
+  if (!t.ok()) {
+    Count(t.status());
+    return Tier::kStorage;  // the registry is full: the least wrong place for an unknown medium
+  }
+  return t.value();
+}
+
+void IndexSink::OnSourceAdded(const SourceSpec& spec) {
+  Result<SourceId> id = sources_->Register(spec.replica, spec.dp_rank);
+  Result<ModelId> model = index_->AddModel(spec.model);
+  if (!id.ok() || !model.ok()) {
+    Count(!id.ok() ? id.status() : model.status());
+    return;
+  }
+  auto b = std::make_unique<Binding>();
+  b->source = id.value();
+  b->model = model.value();
+  b->name = spec.name;
+  b->replica = spec.replica;
+  b->model_name = spec.model;
+  b->dp_rank = spec.dp_rank;
+  std::unique_lock lock(mu_);
+  bindings_[spec.id] = std::move(b);
+}
+
+void IndexSink::OnBatch(const SourceSpec& spec, uint64_t seq, const EventBatch& batch, bool /*replayed*/) {
+  Binding* b = Find(spec.id);
+  if (b == nullptr) {
+    stats_.unbound_batches.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  for (const KvEvent& e : batch.events) {
+    switch (e.type) {
+      case EventType::kBlockStored:
+        Count(index_->Store(b->model, b->source, TierOf(e.medium), GroupOf(e), batch.HashesOf(e),
+                            e.parent_block_hash, OriginOf(e)));
+        break;
+      case EventType::kBlockRemoved:
+        Count(index_->Remove(b->model, b->source, TierOf(e.medium), GroupOf(e), batch.HashesOf(e)));
+        break;
+      case EventType::kAllBlocksCleared:
+        Count(index_->ClearSource(b->source, Tier::kGpu));
+        break;
+    }
+  }
+  b->last_seq.store(seq, std::memory_order_relaxed);
+  b->last_ts.store(batch.ts, std::memory_order_relaxed);
+  b->has_seq.store(true, std::memory_order_release);
+}
+
+void IndexSink::OnSourceReset(const SourceSpec& spec, ResetReason /*reason*/) {
+  Binding* b = Find(spec.id);
+  if (b == nullptr) return;
+  Count(index_->ClearSource(b->source, std::nullopt));
+  b->has_seq.store(false, std::memory_order_release);
+}
+
+void IndexSink::OnSourceStateChanged(const SourceSpec& spec, SourceState /*from*/, SourceState to) {
+  Binding* b = Find(spec.id);
+  // ingest::SourceState and kvidx::SourceState share values (index/source_state.h).
+  if (b != nullptr) index_->SetSourceState(b->source, static_cast<kvidx::SourceState>(static_cast<uint8_t>(to)));
+}
+
+void IndexSink::OnSourceRemoved(const SourceSpec& spec) {
+  std::unique_ptr<Binding> b;
+  {
+    std::unique_lock lock(mu_);
+    auto it = bindings_.find(spec.id);
+    if (it == bindings_.end()) return;
+    b = std::move(it->second);
+    bindings_.erase(it);
+  }
+  Count(index_->ClearSource(b->source, std::nullopt));
+}
+
+std::vector<SourceWatermark> IndexSink::Watermarks() const {
+  std::vector<SourceWatermark> out;
+  std::shared_lock lock(mu_);
+  out.reserve(bindings_.size());
+  for (const auto& [id, b] : bindings_) {
+    SourceWatermark w;
+    w.source = b->name;
+    w.replica = b->replica;
+    w.model = b->model_name;
+    w.dp_rank = b->dp_rank;
+    w.id = b->source;
+    w.has_seq = b->has_seq.load(std::memory_order_acquire);
+    w.last_seq = b->last_seq.load(std::memory_order_relaxed);
+    w.last_batch_ts = b->last_ts.load(std::memory_order_relaxed);
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::optional<SourceId> IndexSink::FindSource(const std::string& replica, uint32_t dp_rank) const {
+  return sources_->Find(replica, dp_rank);
+}
+
+}  // namespace kvidx::ingest

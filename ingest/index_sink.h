@@ -1,0 +1,93 @@
+// IndexSink: applies what ingest decodes to the BlockIndex.
+//
+// The one place where vLLM's event vocabulary meets the index's domain
+// terms: a source spec becomes a SourceId (SourceRegistry) and its model a
+// ModelId; `medium` becomes a Tier ("GPU" when absent, as in engines before
+// vLLM #19737); `group_idx` + `kv_cache_spec_kind` become a KvGroup;
+// `origin` (proposed vLLM #51699) becomes a StoreOrigin. AllBlocksCleared
+// clears the source's GPU blocks; an engine restart or operator resync
+// clears all of the source's tiers; removing a source drops its blocks.
+//
+// Threading: BatchSink calls for one source come from that source's ingest
+// thread (batch_sink.h); calls for different sources may be concurrent. The
+// source table is read under a shared lock (one per batch, never across
+// I/O); the index itself is safe for one writer per source.
+//
+// The sink also keeps each source's watermark (last applied seq and the
+// engine timestamp of that batch), which snapshots record so that a restart
+// can resume through replay.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "index/block_index.h"
+#include "index/source_registry.h"
+#include "index/tier.h"
+#include "ingest/batch_sink.h"
+
+namespace kvidx::ingest {
+
+struct IndexSinkStats {
+  std::atomic<uint64_t> apply_errors{0};     // index calls that returned an error
+  std::atomic<uint64_t> unbound_batches{0};  // batches for a source never added
+};
+
+// Where a source stands in its engine's stream, as the index last applied it.
+struct SourceWatermark {
+  std::string source;      // "<replica>/dp<rank>"
+  std::string replica;
+  std::string model;
+  uint32_t dp_rank = 0;
+  SourceId id = 0;
+  bool has_seq = false;
+  uint64_t last_seq = 0;
+  double last_batch_ts = 0;  // identity of the batch at last_seq (a replayed copy has the same ts)
+};
+
+class IndexSink final : public BatchSink {
+ public:
+  // All three must outlive the sink.
+  IndexSink(BlockIndex* index, SourceRegistry* sources, TierRegistry* tiers);
+
+  void OnSourceAdded(const SourceSpec& source) override;
+  void OnBatch(const SourceSpec& source, uint64_t seq, const EventBatch& batch, bool replayed) override;
+  void OnSourceReset(const SourceSpec& source, ResetReason reason) override;
+  void OnSourceStateChanged(const SourceSpec& source, SourceState from, SourceState to) override;
+  void OnSourceRemoved(const SourceSpec& source) override;
+
+  // Watermarks of every bound source (control plane; snapshots).
+  std::vector<SourceWatermark> Watermarks() const;
+  std::optional<SourceId> FindSource(const std::string& replica, uint32_t dp_rank) const;
+  const IndexSinkStats& stats() const { return stats_; }
+
+ private:
+  struct Binding {
+    SourceId source = 0;
+    ModelId model = 0;
+    std::string name, replica, model_name;
+    uint32_t dp_rank = 0;
+    std::atomic<bool> has_seq{false};
+    std::atomic<uint64_t> last_seq{0};
+    std::atomic<double> last_ts{0};
+  };
+
+  Binding* Find(uint64_t spec_id) const;
+  Tier TierOf(const std::optional<std::string_view>& medium);
+  void Count(const Status& s);
+
+  BlockIndex* index_;
+  SourceRegistry* sources_;
+  TierRegistry* tiers_;
+  mutable std::shared_mutex mu_;
+  std::unordered_map<uint64_t, std::unique_ptr<Binding>> bindings_;  // by SourceSpec::id
+  IndexSinkStats stats_;
+};
+
+}  // namespace kvidx::ingest

@@ -1,0 +1,769 @@
+#include "ingest/ingest_thread.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "ingest/decoder.h"
+#include "ingest/encoder.h"
+#include "ingest/sequencer.h"
+
+namespace kvidx::ingest {
+
+using Clock = std::chrono::steady_clock;
+
+struct IngestThread::Command {
+  enum class Kind : uint8_t { kAdd, kRemove, kResync } kind = Kind::kAdd;
+  SourceSpec spec;
+  std::optional<uint64_t> watermark;
+  uint64_t id = 0;
+  std::promise<Status> done;
+};
+
+struct IngestThread::Listener {
+  std::string key;  // the endpoint as configured (sources sharing it share the socket)
+  std::string resolved;
+  std::unique_ptr<zmq::socket_t> sub;
+  std::unique_ptr<zmq::socket_t> monitor;
+  std::unordered_map<std::string, Source*> by_topic;
+  std::unordered_set<uint32_t> peers;  // accepted connections (fds), from the monitor
+  bool ever_connected = false;
+};
+
+struct IngestThread::Source final : Sequencer::Delegate {
+  Loop* loop = nullptr;
+  SourceSpec spec;
+  std::shared_ptr<SourceStats> stats;
+  std::unique_ptr<Sequencer> seq;
+  std::unique_ptr<zmq::socket_t> sub;      // connect mode
+  std::unique_ptr<zmq::socket_t> monitor;  // connect mode
+  std::unique_ptr<zmq::socket_t> dealer;   // while a replay is outstanding
+  Listener* listener = nullptr;            // bind mode
+  bool connected = false;
+  bool ever_connected = false;
+  SourceState state = SourceState::kConnecting;
+
+  Sequencer::ApplyOutcome Apply(uint64_t seq, std::string_view payload, bool replayed) override;
+  void Reset(ResetReason reason) override;
+  void SendReplayRequest(uint64_t start_seq) override;
+  void CancelReplay() override;
+};
+
+namespace {
+
+// Logs the 1st, 2nd, 4th, 8th, ... occurrence: visible, never a flood.
+bool ShouldLog(uint64_t count_after_increment) { return std::has_single_bit(count_after_increment); }
+
+uint64_t LoadBE64(std::string_view s) {
+  uint64_t v = 0;
+  for (unsigned char c : s) v = (v << 8) | c;
+  return v;
+}
+
+std::string_view View(const zmq::message_t& m) { return {m.data<char>(), m.size()}; }
+
+}  // namespace
+
+// All state the ingest thread owns. Lives on the thread's stack.
+class IngestThread::Loop {
+ public:
+  explicit Loop(IngestThread* owner)
+      : owner_(owner), opts_(owner->opts_), sink_(owner->sink_), decoder_(owner->opts_.decode_limits) {}
+
+  ~Loop() {
+    for (auto& [id, s] : sources_) {
+      CloseSockets(*s);
+      if (owner_->registry_ != nullptr) owner_->registry_->Remove(s->stats.get());
+    }
+    for (auto& [key, l] : listeners_) CloseListener(*l);
+  }
+
+  void RunUntilStopped();
+
+  // Sequencer delegate hooks.
+  Sequencer::ApplyOutcome Apply(Source& s, uint64_t seq, std::string_view payload, bool replayed);
+  void Reset(Source& s, ResetReason reason);
+  void OpenReplay(Source& s, uint64_t start);
+  void CloseReplay(Source& s);
+
+ private:
+  enum class ItemKind : uint8_t { kWake, kSub, kListener, kSubMonitor, kListenerMonitor, kDealer };
+  struct ItemRef {
+    ItemKind kind;
+    void* owner;  // Source* or Listener*
+  };
+
+  bool ProcessCommands();  // false = stop
+  Status DoAdd(const SourceSpec& spec, std::optional<uint64_t> watermark);
+  Status DoRemove(uint64_t id);
+  Status DoResync(uint64_t id);
+  void RebuildPollSet();
+  void DrainSub(zmq::socket_t& sock, Source* fixed, Listener* listener);
+  void DrainDealer(Source& s, void* handle);
+  void DrainMonitor(zmq::socket_t& mon, Source* s, Listener* l);
+  void RunTimers(Clock::time_point now);
+  Clock::duration PollTimeout(Clock::time_point now) const;
+  void AfterEvent(Source& s);
+  SourceState ComputeState(const Source& s) const;
+  void MarkReceived(Source& s);
+
+  std::unique_ptr<zmq::socket_t> MakeSub();
+  std::unique_ptr<zmq::socket_t> StartMonitor(zmq::socket_t& sock, int events);
+  void CloseSockets(Source& s);
+  void CloseListener(Listener& l);
+  void Bury(std::unique_ptr<zmq::socket_t> sock) {
+    if (sock) {
+      graveyard_.push_back(std::move(sock));
+      dirty_ = true;
+    }
+  }
+
+  IngestThread* owner_;
+  const IngestOptions& opts_;
+  BatchSink* sink_;
+  Decoder decoder_;
+  EventBatch batch_;  // reused for every batch: no allocation once warm
+
+  std::unordered_map<uint64_t, std::unique_ptr<Source>> sources_;
+  std::unordered_map<std::string, std::unique_ptr<Listener>> listeners_;
+  std::unordered_set<Source*> timed_;  // sources with an armed sequencer timer
+
+  std::vector<zmq_pollitem_t> items_;
+  std::vector<ItemRef> refs_;
+  bool dirty_ = true;
+  // Sockets closed while poll results still name them; freed after the round.
+  std::vector<std::unique_ptr<zmq::socket_t>> graveyard_;
+
+  std::array<zmq::message_t, 5> frames_;
+  uint64_t monitor_counter_ = 0;
+};
+
+// ---- Source delegate -------------------------------------------------------
+
+Sequencer::ApplyOutcome IngestThread::Source::Apply(uint64_t s, std::string_view payload, bool replayed) {
+  return loop->Apply(*this, s, payload, replayed);
+}
+void IngestThread::Source::Reset(ResetReason reason) { loop->Reset(*this, reason); }
+void IngestThread::Source::SendReplayRequest(uint64_t start_seq) { loop->OpenReplay(*this, start_seq); }
+void IngestThread::Source::CancelReplay() { loop->CloseReplay(*this); }
+
+Sequencer::ApplyOutcome IngestThread::Loop::Apply(Source& s, uint64_t seq, std::string_view payload,
+                                                  bool replayed) {
+  SourceStats& st = *s.stats;
+  DecodeError err;
+  if (!decoder_.DecodePayload(payload, &batch_, &err)) {
+    auto& c = st.decode_errors[ErrorIndex(err.reason)];
+    uint64_t n = c.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (ShouldLog(n)) {
+      spdlog::warn("source {}: seq {} undecodable ({}: {}); source DEGRADED [x{}]", s.spec.name, seq,
+                   DecodeErrorReasonLabel(err.reason), err.detail, n);
+    }
+    return {.decoded = false, .cleared_all = false};
+  }
+  if (batch_.data_parallel_rank && *batch_.data_parallel_rank != static_cast<int64_t>(s.spec.dp_rank)) {
+    uint64_t n = st.dp_rank_mismatches.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (ShouldLog(n)) {
+      spdlog::warn("source {}: batch seq {} says data_parallel_rank {} [x{}]", s.spec.name, seq,
+                   *batch_.data_parallel_rank, n);
+    }
+  }
+  bool cleared = false;
+  std::array<uint64_t, kNumEventTypes> counts{};
+  for (const KvEvent& e : batch_.events) {
+    ++counts[static_cast<size_t>(e.type)];
+    cleared |= e.type == EventType::kAllBlocksCleared;
+  }
+  SourceStats::Inc(st.batches);
+  for (size_t t = 0; t < kNumEventTypes; ++t) {
+    if (counts[t] != 0) SourceStats::Inc(st.events[t], counts[t]);
+  }
+  if (batch_.unknown_events != 0) SourceStats::Inc(st.unknown_events, batch_.unknown_events);
+  st.last_batch_ts.store(batch_.ts, std::memory_order_relaxed);
+  try {
+    sink_->OnBatch(s.spec, seq, batch_, replayed);
+  } catch (const std::exception& e) {
+    spdlog::error("source {}: sink threw on seq {}: {}", s.spec.name, seq, e.what());
+  } catch (...) {
+    spdlog::error("source {}: sink threw on seq {}", s.spec.name, seq);
+  }
+  return {.decoded = true, .cleared_all = cleared};
+}
+
+void IngestThread::Loop::Reset(Source& s, ResetReason reason) {
+  spdlog::warn("source {}: {}: clearing its blocks", s.spec.name, ResetReasonName(reason));
+  try {
+    sink_->OnSourceReset(s.spec, reason);
+  } catch (...) {
+    spdlog::error("source {}: sink threw in OnSourceReset", s.spec.name);
+  }
+}
+
+void IngestThread::Loop::OpenReplay(Source& s, uint64_t start) {
+  CloseReplay(s);
+  try {
+    auto d = std::make_unique<zmq::socket_t>(*owner_->ctx_, zmq::socket_type::dealer);
+    d->set(zmq::sockopt::linger, 0);
+    d->set(zmq::sockopt::rcvhwm, 0);
+    d->connect(s.spec.replay_endpoint);
+    // The pipe exists as soon as connect() returns, so this queues even
+    // before the TCP handshake completes.
+    std::string seq = EncodeSeq(start);
+    (void)d->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)d->send(zmq::buffer(seq), zmq::send_flags::dontwait);
+    s.dealer = std::move(d);
+    dirty_ = true;
+    spdlog::info("source {}: replay requested from seq {} ({})", s.spec.name, start, s.spec.replay_endpoint);
+  } catch (const zmq::error_t& e) {
+    // No socket: the sequencer's timeout and retries take it from here.
+    spdlog::warn("source {}: cannot send replay request to {}: {}", s.spec.name, s.spec.replay_endpoint,
+                 e.what());
+  }
+}
+
+void IngestThread::Loop::CloseReplay(Source& s) { Bury(std::move(s.dealer)); }
+
+// ---- sockets ---------------------------------------------------------------
+
+std::unique_ptr<zmq::socket_t> IngestThread::Loop::MakeSub() {
+  auto sub = std::make_unique<zmq::socket_t>(*owner_->ctx_, zmq::socket_type::sub);
+  sub->set(zmq::sockopt::linger, 0);
+  sub->set(zmq::sockopt::rcvhwm, opts_.sub_rcvhwm);
+  sub->set(zmq::sockopt::reconnect_ivl, static_cast<int>(opts_.reconnect_ivl.count()));
+  sub->set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(opts_.reconnect_ivl_max.count()));
+  if (opts_.heartbeat_ivl.count() > 0) {
+    sub->set(zmq::sockopt::heartbeat_ivl, static_cast<int>(opts_.heartbeat_ivl.count()));
+    sub->set(zmq::sockopt::heartbeat_timeout, static_cast<int>(opts_.heartbeat_timeout.count()));
+    sub->set(zmq::sockopt::heartbeat_ttl, static_cast<int>(opts_.heartbeat_timeout.count()));
+  }
+  return sub;
+}
+
+std::unique_ptr<zmq::socket_t> IngestThread::Loop::StartMonitor(zmq::socket_t& sock, int events) {
+  std::string ep = "inproc://kvidx-monitor-" + std::to_string(owner_->index_) + "-" +
+                   std::to_string(monitor_counter_++) + "-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+  if (zmq_socket_monitor(sock.handle(), ep.c_str(), events) != 0) throw zmq::error_t();
+  auto pair = std::make_unique<zmq::socket_t>(*owner_->ctx_, zmq::socket_type::pair);
+  pair->set(zmq::sockopt::linger, 0);
+  pair->connect(ep);
+  return pair;
+}
+
+void IngestThread::Loop::CloseSockets(Source& s) {
+  Bury(std::move(s.dealer));
+  if (s.sub && s.monitor) zmq_socket_monitor(s.sub->handle(), nullptr, 0);
+  Bury(std::move(s.monitor));
+  Bury(std::move(s.sub));
+}
+
+void IngestThread::Loop::CloseListener(Listener& l) {
+  if (l.sub && l.monitor) zmq_socket_monitor(l.sub->handle(), nullptr, 0);
+  Bury(std::move(l.monitor));
+  Bury(std::move(l.sub));
+}
+
+// ---- control ---------------------------------------------------------------
+
+Status IngestThread::Loop::DoAdd(const SourceSpec& spec, std::optional<uint64_t> watermark) {
+  if (sources_.contains(spec.id)) {
+    return Status::InvalidArgument("source id " + std::to_string(spec.id) + " (" + spec.name + ") already added");
+  }
+  auto s = std::make_unique<Source>();
+  s->loop = this;
+  s->spec = spec;
+  auto stats = std::make_shared<SourceStats>();
+  stats->source = spec.name;
+  stats->replica = spec.replica;
+  stats->dp_rank = spec.dp_rank;
+  stats->endpoint = spec.endpoint;
+  Listener* created = nullptr;
+  try {
+    if (spec.mode == ConnectMode::kConnect) {
+      s->sub = MakeSub();
+      s->sub->set(zmq::sockopt::subscribe, spec.topic);
+      // Monitor first: the handshake can complete before connect() returns.
+      if (opts_.monitor_peers) {
+        s->monitor = StartMonitor(*s->sub, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED);
+      }
+      s->sub->connect(spec.endpoint);
+    } else {
+      auto it = listeners_.find(spec.endpoint);
+      if (it == listeners_.end()) {
+        auto l = std::make_unique<Listener>();
+        l->key = spec.endpoint;
+        l->sub = MakeSub();
+        if (opts_.monitor_peers) {
+          l->monitor = StartMonitor(*l->sub, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED);
+        }
+        l->sub->bind(spec.endpoint);
+        l->resolved = l->sub->get(zmq::sockopt::last_endpoint);
+        created = l.get();
+        it = listeners_.emplace(spec.endpoint, std::move(l)).first;
+      }
+      Listener& l = *it->second;
+      if (l.by_topic.contains(spec.topic)) {
+        return Status::InvalidArgument("source " + spec.name + ": topic '" + spec.topic + "' on " + spec.endpoint +
+                                       " is already claimed by " + l.by_topic[spec.topic]->spec.name +
+                                       " (bind mode tells engines apart by topic)");
+      }
+      l.sub->set(zmq::sockopt::subscribe, spec.topic);
+      l.by_topic[spec.topic] = s.get();
+      s->listener = &l;
+      stats->endpoint = l.resolved;
+    }
+  } catch (const zmq::error_t& e) {
+    CloseSockets(*s);
+    if (created != nullptr) {
+      CloseListener(*created);
+      listeners_.erase(spec.endpoint);
+    }
+    return Status::Unavailable("source " + spec.name + ": cannot " +
+                               (spec.mode == ConnectMode::kBind ? "bind " : "connect ") + spec.endpoint + ": " +
+                               e.what());
+  }
+  Sequencer::Options so;
+  so.has_replay = spec.has_replay();
+  so.watermark = watermark;
+  so.replay_timeout = opts_.replay_timeout;
+  so.replay_max_retries = opts_.replay_max_retries;
+  so.replay_backoff = opts_.replay_backoff;
+  so.max_held_batches = opts_.max_held_batches;
+  so.probe_delay = opts_.probe_delay;
+  s->stats = std::move(stats);
+  s->seq = std::make_unique<Sequencer>(so, s->stats.get(), s.get());
+  if (owner_->registry_ != nullptr) owner_->registry_->Add(s->stats);
+  Source& src = *s;
+  sources_.emplace(spec.id, std::move(s));
+  dirty_ = true;
+  spdlog::info("source {}: added ({} {}, replay {}, topic '{}', thread {})", spec.name, ConnectModeName(spec.mode),
+               src.stats->endpoint, spec.has_replay() ? spec.replay_endpoint : "none", spec.topic, owner_->index_);
+  try {
+    sink_->OnSourceAdded(spec);
+  } catch (...) {
+    spdlog::error("source {}: sink threw in OnSourceAdded", spec.name);
+  }
+  src.seq->Start(Clock::now());
+  AfterEvent(src);
+  return Status::Ok();
+}
+
+Status IngestThread::Loop::DoRemove(uint64_t id) {
+  auto it = sources_.find(id);
+  if (it == sources_.end()) return Status::NotFound("no source with id " + std::to_string(id));
+  Source& s = *it->second;
+  CloseSockets(s);
+  if (Listener* l = s.listener) {
+    l->by_topic.erase(s.spec.topic);
+    if (l->sub) l->sub->set(zmq::sockopt::unsubscribe, s.spec.topic);
+    if (l->by_topic.empty()) {
+      std::string key = l->key;  // erase() must not see a reference into the node it frees
+      CloseListener(*l);
+      listeners_.erase(key);
+    }
+  }
+  timed_.erase(&s);
+  if (owner_->registry_ != nullptr) owner_->registry_->Remove(s.stats.get());
+  spdlog::info("source {}: removed", s.spec.name);
+  try {
+    sink_->OnSourceRemoved(s.spec);
+  } catch (...) {
+    spdlog::error("source {}: sink threw in OnSourceRemoved", s.spec.name);
+  }
+  sources_.erase(it);
+  dirty_ = true;
+  return Status::Ok();
+}
+
+Status IngestThread::Loop::DoResync(uint64_t id) {
+  auto it = sources_.find(id);
+  if (it == sources_.end()) return Status::NotFound("no source with id " + std::to_string(id));
+  Source& s = *it->second;
+  spdlog::info("source {}: operator resync", s.spec.name);
+  s.seq->Resync(Clock::now());
+  AfterEvent(s);
+  return Status::Ok();
+}
+
+bool IngestThread::Loop::ProcessCommands() {
+  std::vector<std::unique_ptr<Command>> cmds;
+  {
+    std::lock_guard<std::mutex> lock(owner_->mu_);
+    if (!owner_->running_) return false;
+    cmds.swap(owner_->commands_);
+  }
+  for (auto& c : cmds) {
+    Status st;
+    try {
+      switch (c->kind) {
+        case Command::Kind::kAdd: st = DoAdd(c->spec, c->watermark); break;
+        case Command::Kind::kRemove: st = DoRemove(c->id); break;
+        case Command::Kind::kResync: st = DoResync(c->id); break;
+      }
+    } catch (const std::exception& e) {
+      st = Status::Internal(std::string("ingest thread: ") + e.what());
+    }
+    c->done.set_value(std::move(st));
+  }
+  return true;
+}
+
+// ---- state -----------------------------------------------------------------
+
+SourceState IngestThread::Loop::ComputeState(const Source& s) const {
+  bool connected = s.connected;
+  bool ever = s.ever_connected;
+  if (s.listener != nullptr && opts_.monitor_peers) {
+    connected = !s.listener->peers.empty();
+    ever = s.listener->ever_connected;
+  }
+  if (opts_.monitor_peers && ever && !connected) return SourceState::kDisconnected;
+  Sequencer::SyncState sync = s.seq->sync_state();
+  if (sync == Sequencer::SyncState::kReplaying) return SourceState::kReplaying;
+  if (!ever && !s.seq->last_applied()) return SourceState::kConnecting;
+  return sync == Sequencer::SyncState::kDegraded ? SourceState::kDegraded : SourceState::kExact;
+}
+
+void IngestThread::Loop::AfterEvent(Source& s) {
+  if (s.seq->NextDeadline()) {
+    timed_.insert(&s);
+  } else {
+    timed_.erase(&s);
+  }
+  SourceState st = ComputeState(s);
+  if (st == s.state) return;
+  SourceState from = s.state;
+  s.state = st;
+  s.stats->state.store(static_cast<uint8_t>(st), std::memory_order_relaxed);
+  auto level = st == SourceState::kDegraded || st == SourceState::kDisconnected ? spdlog::level::warn
+                                                                                 : spdlog::level::info;
+  spdlog::log(level, "source {}: {} -> {} (last seq {}, lost {})", s.spec.name, SourceStateName(from),
+              SourceStateName(st), s.stats->last_seq.load(std::memory_order_relaxed),
+              s.stats->batches_lost.load(std::memory_order_relaxed));
+  try {
+    sink_->OnSourceStateChanged(s.spec, from, st);
+  } catch (...) {
+    spdlog::error("source {}: sink threw in OnSourceStateChanged", s.spec.name);
+  }
+}
+
+void IngestThread::Loop::MarkReceived(Source& s) {
+  // Without a monitor, traffic is the only evidence of a connection.
+  if (!opts_.monitor_peers) s.connected = s.ever_connected = true;
+}
+
+// ---- data path -------------------------------------------------------------
+
+void IngestThread::Loop::DrainSub(zmq::socket_t& sock, Source* fixed, Listener* listener) {
+  for (size_t n = 0; n < opts_.max_burst; ++n) {
+    size_t nf = 0;
+    for (;;) {
+      zmq::message_t& m = frames_[std::min(nf, frames_.size() - 1)];
+      if (!sock.recv(m, zmq::recv_flags::dontwait)) break;
+      ++nf;
+      if (!m.more()) break;
+    }
+    if (nf == 0) return;
+    Source* s = fixed;
+    if (listener != nullptr) {
+      auto it = listener->by_topic.find(std::string(View(frames_[0])));
+      if (it == listener->by_topic.end()) {
+        uint64_t c = owner_->unknown_topic_.fetch_add(1, std::memory_order_relaxed) + 1;
+        if (ShouldLog(c)) {
+          spdlog::warn("bind {}: message with unclaimed topic '{}' dropped [x{}]", listener->resolved,
+                       View(frames_[0]), c);
+        }
+        continue;
+      }
+      s = it->second;
+    }
+    MarkReceived(*s);
+    RawMessage raw;
+    DecodeError err;
+    std::array<std::string_view, 3> views;
+    for (size_t i = 0; i < std::min<size_t>(nf, 3); ++i) views[i] = View(frames_[i]);
+    if (nf != 3) {
+      uint64_t c = s->stats->decode_errors[ErrorIndex(DecodeErrorReason::kFrameCount)].fetch_add(1) + 1;
+      if (ShouldLog(c)) spdlog::warn("source {}: message with {} frames dropped [x{}]", s->spec.name, nf, c);
+      AfterEvent(*s);
+      continue;
+    }
+    if (!Decoder::SplitFrames(views, &raw, &err)) {
+      uint64_t c = s->stats->decode_errors[ErrorIndex(err.reason)].fetch_add(1) + 1;
+      if (ShouldLog(c)) spdlog::warn("source {}: {} [x{}]", s->spec.name, err.detail, c);
+      AfterEvent(*s);
+      continue;
+    }
+    if (listener == nullptr && !s->spec.topic.empty() && raw.topic != s->spec.topic) {
+      // SUB filters by prefix; vLLM topics are exact.
+      uint64_t c = s->stats->decode_errors[ErrorIndex(IngestErrorReason::kTopicMismatch)].fetch_add(1) + 1;
+      if (ShouldLog(c)) spdlog::warn("source {}: topic '{}' is not '{}' [x{}]", s->spec.name, raw.topic, s->spec.topic, c);
+      continue;
+    }
+    s->seq->OnLive(raw.seq, raw.payload, Clock::now());
+    AfterEvent(*s);
+  }
+}
+
+void IngestThread::Loop::DrainDealer(Source& s, void* handle) {
+  for (size_t n = 0; n < opts_.max_burst; ++n) {
+    if (!s.dealer || s.dealer->handle() != handle) return;  // replaced or closed meanwhile
+    size_t nf = 0;
+    for (;;) {
+      zmq::message_t& m = frames_[std::min(nf, frames_.size() - 1)];
+      if (!s.dealer->recv(m, zmq::recv_flags::dontwait)) break;
+      ++nf;
+      if (!m.more()) break;
+    }
+    if (nf == 0) return;
+    MarkReceived(s);
+    // [b"", seq, payload] (before vLLM #45177) or [b"", topic, seq, payload].
+    std::string_view seq_frame;
+    std::string_view payload;
+    bool ok = (nf == 3 || nf == 4) && frames_[0].size() == 0;
+    if (ok) {
+      seq_frame = View(frames_[nf - 2]);
+      payload = View(frames_[nf - 1]);
+      ok = seq_frame.size() == 8;
+    }
+    if (!ok) {
+      uint64_t c = s.stats->decode_errors[ErrorIndex(IngestErrorReason::kReplayFrame)].fetch_add(1) + 1;
+      if (ShouldLog(c)) spdlog::warn("source {}: malformed replay reply ({} frames) [x{}]", s.spec.name, nf, c);
+      continue;
+    }
+    uint64_t seq = LoadBE64(seq_frame);
+    auto now = Clock::now();
+    if (seq == kReplayEndSeq) {
+      s.seq->OnReplayEnd(now);
+    } else {
+      s.seq->OnReplayBatch(seq, payload, now);
+    }
+    AfterEvent(s);
+  }
+}
+
+void IngestThread::Loop::DrainMonitor(zmq::socket_t& mon, Source* s, Listener* l) {
+  for (;;) {
+    std::array<zmq::message_t, 2> ev;
+    if (!mon.recv(ev[0], zmq::recv_flags::dontwait)) return;
+    if (ev[0].more()) (void)mon.recv(ev[1], zmq::recv_flags::dontwait);
+    while (ev[1].more()) (void)mon.recv(ev[1], zmq::recv_flags::dontwait);  // future frames
+    if (ev[0].size() < 6) continue;
+    uint16_t event;
+    uint32_t value;
+    std::memcpy(&event, ev[0].data(), 2);
+    std::memcpy(&value, static_cast<const char*>(ev[0].data()) + 2, 4);
+    if (s != nullptr) {
+      if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        SourceStats::Inc(s->stats->peer_connects);
+        // A second handshake means the PUB peer went away and came back:
+        // possibly a restarted engine.
+        s->seq->OnPeerConnected(Clock::now(), /*reconnected=*/s->ever_connected);
+        s->connected = s->ever_connected = true;
+      } else if (event == ZMQ_EVENT_DISCONNECTED) {
+        SourceStats::Inc(s->stats->peer_disconnects);
+        s->connected = false;
+        s->ever_connected = true;
+      }
+      AfterEvent(*s);
+    } else if (l != nullptr) {
+      if (event == ZMQ_EVENT_ACCEPTED) {
+        l->peers.insert(value);
+        l->ever_connected = true;
+        // Some engine on this socket (re)connected; which one is unknown, so
+        // every source here probes for batches sent before it subscribed.
+        for (auto& [topic, src] : l->by_topic) src->seq->OnPeerConnected(Clock::now(), /*reconnected=*/false);
+      } else if (event == ZMQ_EVENT_DISCONNECTED) {
+        l->peers.erase(value);
+      }
+      for (auto& [topic, src] : l->by_topic) AfterEvent(*src);
+    }
+  }
+}
+
+void IngestThread::Loop::RunTimers(Clock::time_point now) {
+  if (timed_.empty()) return;
+  std::vector<Source*> due;
+  for (Source* s : timed_) {
+    auto d = s->seq->NextDeadline();
+    if (!d || *d <= now) due.push_back(s);
+  }
+  for (Source* s : due) {
+    s->seq->Tick(now);
+    AfterEvent(*s);
+  }
+}
+
+Clock::duration IngestThread::Loop::PollTimeout(Clock::time_point now) const {
+  Clock::duration t = std::chrono::milliseconds(100);
+  for (Source* s : timed_) {
+    if (auto d = s->seq->NextDeadline()) t = std::min<Clock::duration>(t, *d - now);
+  }
+  return std::max<Clock::duration>(t, Clock::duration::zero());
+}
+
+void IngestThread::Loop::RebuildPollSet() {
+  items_.clear();
+  refs_.clear();
+  auto add = [&](zmq::socket_t* sock, int fd, ItemKind kind, void* owner) {
+    items_.push_back(zmq_pollitem_t{sock != nullptr ? sock->handle() : nullptr, fd, ZMQ_POLLIN, 0});
+    refs_.push_back(ItemRef{kind, owner});
+  };
+  add(nullptr, owner_->wake_fd_, ItemKind::kWake, nullptr);
+  for (auto& [key, l] : listeners_) {
+    add(l->sub.get(), 0, ItemKind::kListener, l.get());
+    if (l->monitor) add(l->monitor.get(), 0, ItemKind::kListenerMonitor, l.get());
+  }
+  for (auto& [id, s] : sources_) {
+    if (s->sub) add(s->sub.get(), 0, ItemKind::kSub, s.get());
+    if (s->monitor) add(s->monitor.get(), 0, ItemKind::kSubMonitor, s.get());
+    if (s->dealer) add(s->dealer.get(), 0, ItemKind::kDealer, s.get());
+  }
+  dirty_ = false;
+}
+
+void IngestThread::Loop::RunUntilStopped() {
+  for (;;) {
+    try {
+      if (!ProcessCommands()) return;
+      graveyard_.clear();
+      if (dirty_) RebuildPollSet();
+      auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(PollTimeout(Clock::now()));
+      int rc = zmq_poll(items_.data(), static_cast<int>(items_.size()), static_cast<long>(timeout.count()));
+      if (rc < 0) {
+        if (zmq_errno() == ETERM) return;
+        if (zmq_errno() != EINTR) spdlog::error("ingest thread {}: zmq_poll: {}", owner_->index_, zmq_strerror(zmq_errno()));
+        continue;
+      }
+      for (size_t i = 0; i < items_.size() && rc > 0; ++i) {
+        if ((items_[i].revents & ZMQ_POLLIN) == 0) continue;
+        --rc;
+        const ItemRef& ref = refs_[i];
+        switch (ref.kind) {
+          case ItemKind::kWake: {
+            uint64_t v;
+            (void)!read(owner_->wake_fd_, &v, sizeof v);
+            break;
+          }
+          case ItemKind::kSub: {
+            auto* s = static_cast<Source*>(ref.owner);
+            if (s->sub && s->sub->handle() == items_[i].socket) DrainSub(*s->sub, s, nullptr);
+            break;
+          }
+          case ItemKind::kListener: {
+            auto* l = static_cast<Listener*>(ref.owner);
+            if (l->sub && l->sub->handle() == items_[i].socket) DrainSub(*l->sub, nullptr, l);
+            break;
+          }
+          case ItemKind::kSubMonitor: {
+            auto* s = static_cast<Source*>(ref.owner);
+            if (s->monitor && s->monitor->handle() == items_[i].socket) DrainMonitor(*s->monitor, s, nullptr);
+            break;
+          }
+          case ItemKind::kListenerMonitor: {
+            auto* l = static_cast<Listener*>(ref.owner);
+            if (l->monitor && l->monitor->handle() == items_[i].socket) DrainMonitor(*l->monitor, nullptr, l);
+            break;
+          }
+          case ItemKind::kDealer:
+            DrainDealer(*static_cast<Source*>(ref.owner), items_[i].socket);
+            break;
+        }
+      }
+      RunTimers(Clock::now());
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return;
+      spdlog::error("ingest thread {}: {}", owner_->index_, e.what());
+    } catch (const std::exception& e) {
+      spdlog::error("ingest thread {}: {}", owner_->index_, e.what());
+    }
+  }
+}
+
+// ---- IngestThread ----------------------------------------------------------
+
+IngestThread::IngestThread(const IngestOptions& options, zmq::context_t* context, BatchSink* sink,
+                           MetricsRegistry* registry, size_t index)
+    : opts_(options), ctx_(context), sink_(sink), registry_(registry), index_(index) {}
+
+IngestThread::~IngestThread() {
+  Stop();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+Status IngestThread::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_ || thread_.joinable()) return Status::FailedPrecondition("ingest thread already started");
+  if (wake_fd_ < 0) wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return Status::Internal("ingest thread: eventfd failed");
+  running_ = true;
+  thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
+}
+
+void IngestThread::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
+  }
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void IngestThread::Run() {
+  {
+    Loop loop(this);
+    loop.RunUntilStopped();
+  }
+  // Commands that raced with Stop(): nobody will run them.
+  std::lock_guard<std::mutex> lock(mu_);
+  running_ = false;
+  for (auto& c : commands_) c->done.set_value(Status::Unavailable("ingest thread stopped"));
+  commands_.clear();
+}
+
+Status IngestThread::Submit(std::unique_ptr<Command> cmd) {
+  auto fut = cmd->done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running_) return Status::FailedPrecondition("ingest thread not running");
+    commands_.push_back(std::move(cmd));
+  }
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  return fut.get();
+}
+
+Status IngestThread::AddSource(const SourceSpec& spec, std::optional<uint64_t> watermark) {
+  auto c = std::make_unique<Command>();
+  c->kind = Command::Kind::kAdd;
+  c->spec = spec;
+  c->watermark = watermark;
+  return Submit(std::move(c));
+}
+
+Status IngestThread::RemoveSource(uint64_t source_id) {
+  auto c = std::make_unique<Command>();
+  c->kind = Command::Kind::kRemove;
+  c->id = source_id;
+  return Submit(std::move(c));
+}
+
+Status IngestThread::Resync(uint64_t source_id) {
+  auto c = std::make_unique<Command>();
+  c->kind = Command::Kind::kResync;
+  c->id = source_id;
+  return Submit(std::move(c));
+}
+
+}  // namespace kvidx::ingest
