@@ -1,7 +1,8 @@
 // kvidx-bench entry point.
 //
 //   kvidx-bench [google-benchmark flags]   microbenchmarks (decode, hash, ...)
-//   kvidx-bench w1 [--n N] ...             workload W1 (shared/bench/workload.md)
+//   kvidx-bench w1 [--prompts=N ...]        workload W1 (shared/bench/workload.md)
+//   kvidx-bench snapshot [--n=N]           snapshot / restore of N index entries
 //   kvidx-bench ingest ...                 PUB -> decode -> sink, end to end
 //
 // Custom drivers exist where Google Benchmark's per-iteration model does not
@@ -15,6 +16,10 @@
 #include "bench/w1_bench.h"
 #define KVIDX_HAVE_W1 1
 #endif
+#if __has_include("bench/snapshot_bench.h")
+#include "bench/snapshot_bench.h"
+#define KVIDX_HAVE_SNAPSHOT 1
+#endif
 #if __has_include("bench/ingest_bench.h")
 #include "bench/ingest_bench.h"
 #define KVIDX_HAVE_INGEST 1
@@ -24,6 +29,9 @@ int main(int argc, char** argv) {
   if (argc >= 2 && argv[1][0] != '-') {
 #ifdef KVIDX_HAVE_W1
     if (std::strcmp(argv[1], "w1") == 0) return RunW1Bench(argc - 1, argv + 1);
+#endif
+#ifdef KVIDX_HAVE_SNAPSHOT
+    if (std::strcmp(argv[1], "snapshot") == 0) return RunSnapshotBench(argc - 1, argv + 1);
 #endif
 #ifdef KVIDX_HAVE_INGEST
     if (std::strcmp(argv[1], "ingest") == 0) return RunIngestBench(argc - 1, argv + 1);

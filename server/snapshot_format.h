@@ -1,0 +1,188 @@
+// Snapshot format: what one kvidx snapshot contains and how each part is
+// encoded as RocksDB keys and values (format version 1).
+//
+// SnapshotData is the consistent cut the store persists: the index contents
+// (BlockIndex::Dump), the medium names behind interned Tier ids, and one
+// SourceWatermark per SourceId ever handed out, in id order, so that a
+// restore can rebuild SourceRegistry and TierRegistry with identical ids
+// before BlockIndex::Restore (owner records name sources and tiers by id).
+//
+// Keys (bytes; big-endian numbers so byte order is numeric order):
+//   "kvidx/format"                      FormatRecord: magic + format version
+//   "kvidx/current"                     Manifest: the generation to load
+//   'g' be64(gen) type(1) be32(index)   Chunk of generation `gen`
+// Chunk types, in key order: 'c' source clocks, 'm' models, 'o' owners
+// (index 0..n-1, at most owners_per_chunk records each), 's' sources,
+// 't' tier names. Every other chunk type has exactly index 0.
+//
+// Values: a fixed little-endian envelope
+//   u32 magic "KVSC" | u32 format version | u64 gen | u8 type | u8 0 | u16 0
+//   | u32 index | u32 payload length | payload | u64 XXH3-64 of all before
+// Generation, type and index are repeated inside the value, so a value
+// copied under another key (or left over from another generation) is
+// rejected, and the checksum catches bit flips that RocksDB's own block
+// checksums would miss (e.g. flipped in memory before the SST was written).
+// The manifest lists the chunk count and an XXH3-64 over the concatenated
+// chunk checksums in key order, so a missing, extra or swapped chunk is a
+// Corruption even when every chunk is individually valid.
+//
+// Owner chunks are columnar (all models, then all sources, ...): the
+// columns that barely vary (model, tier, group, refcount, hits) compress to
+// almost nothing under the store's LZ4, leaving ~10-14 bytes per owner.
+//
+// Everything here is pure (no I/O); thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/block_index.h"
+#include "index/status.h"
+
+namespace kvidx::snapshot {
+
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kDefaultOwnersPerChunk = 65536;
+
+// Per (replica, DP rank) source: the identity of the engine the index
+// contents were taken against and how far its stream was applied.
+//
+// Engine identity. Sequence numbers alone cannot tell "the same engine went
+// on" from "the engine restarted and its new sequence numbers already
+// exceed ours": both look like a higher seq. So the watermark also keeps a
+// digest of the last applied batch (BatchDigest of its payload bytes, which
+// carry the engine's own timestamp). On restore, request replay from
+// last_seq itself (not last_seq + 1) and pass the first replayed batch to
+// ClassifyResume: the same engine still has that batch and returns it byte
+// for byte; a restarted engine either has nothing at that seq or a batch
+// with another digest.
+struct SourceWatermark {
+  SourceId source_id = 0;          // index's SourceId; entries are dense 0..n-1
+  std::string replica;
+  uint32_t dp_rank = 0;
+  std::string model;
+  std::string endpoint;            // informational (logs): where it was read from
+  bool has_seq = false;            // false: no batch applied yet (cold start)
+  uint64_t last_seq = 0;           // last applied batch sequence number
+  uint64_t last_batch_digest = 0;  // BatchDigest of that batch's payload
+  double last_batch_ts = 0;        // that batch's engine timestamp (seconds)
+  uint8_t state = 0;               // kvidx::SourceState (index/source_state.h), as its stable number
+  uint64_t gpu_capacity_blocks = 0;  // BlockIndex::SetSourceCapacity value; 0 = unknown
+
+  friend bool operator==(const SourceWatermark&, const SourceWatermark&) = default;
+};
+
+struct SnapshotData {
+  uint32_t format_version = kFormatVersion;  // set by LoadLatest; Write ignores it
+  uint64_t created_unix_ms = 0;
+  IndexSnapshot index;
+  // TierRegistry names by id (index 0 = "GPU", 1 = "CPU", 2 = "STORAGE", ...).
+  std::vector<std::string> tier_names;
+  // One per SourceId the registry handed out, sorted by source_id, dense.
+  std::vector<SourceWatermark> sources;
+};
+
+// Content equality (SameContents for the index part).
+bool SameSnapshot(const SnapshotData& a, const SnapshotData& b);
+
+// Checks the cross references a restore relies on: sources dense and in id
+// order, every owner's model/source/tier known, every clock's source known.
+// InvalidArgument (Write) naming the first offending entry.
+Status Validate(const SnapshotData& data);
+
+// XXH64 (seed 0) of a batch's raw payload bytes: SourceWatermark's digest.
+uint64_t BatchDigest(std::span<const uint8_t> payload);
+
+enum class ResumeDecision : uint8_t {
+  kContinue,         // same engine: skip the replayed batch at last_seq, apply the rest
+  kEngineRestarted,  // another engine incarnation: clear the source, cold start
+  kOverrun,          // last_seq is no longer in the replay buffer: count lost, DEGRADED
+};
+std::string_view ResumeDecisionName(ResumeDecision d);
+
+// Decides how to resume a source after a restore, from the first batch the
+// engine's replay returned for a request starting at watermark.last_seq
+// (nullopt: nothing at or after that seq). Rules:
+//   no watermark (has_seq false)                 -> kEngineRestarted (cold start)
+//   nothing replayed                             -> kEngineRestarted (its seq is below ours)
+//   first seq <  last_seq                        -> kEngineRestarted (seq went backwards)
+//   first seq == last_seq, digest equal          -> kContinue
+//   first seq == last_seq, digest differs        -> kEngineRestarted
+//   first seq >  last_seq                        -> kOverrun (lost >= first - last_seq - 1;
+//                                                   a restart is indistinguishable here)
+ResumeDecision ClassifyResume(const SourceWatermark& watermark, std::optional<uint64_t> first_replayed_seq,
+                              uint64_t first_replayed_digest);
+
+// ---- Encoding (used by SnapshotStore; exposed for tests) -------------------
+
+enum class ChunkType : uint8_t {
+  kClocks = 'c',
+  kModels = 'm',
+  kOwners = 'o',
+  kSources = 's',
+  kTiers = 't',
+};
+std::string_view ChunkTypeName(ChunkType t);  // "clocks", "models", ...
+
+inline constexpr std::string_view kFormatKey = "kvidx/format";
+inline constexpr std::string_view kCurrentKey = "kvidx/current";
+inline constexpr char kGenPrefix = 'g';
+
+std::string ChunkKey(uint64_t gen, ChunkType type, uint32_t index);
+// Start of generation `gen`'s key range ("g" + be64(gen)); the range of gen
+// is [GenKey(gen), GenKey(gen + 1)).
+std::string GenKey(uint64_t gen);
+struct ParsedChunkKey {
+  uint64_t gen = 0;
+  ChunkType type = ChunkType::kOwners;
+  uint32_t index = 0;
+};
+// False if `key` is not a well-formed chunk key.
+bool ParseChunkKey(std::string_view key, ParsedChunkKey* out);
+// "generation 5 owners#17": how errors name a chunk.
+std::string ChunkName(uint64_t gen, ChunkType type, uint32_t index);
+
+struct Manifest {
+  uint32_t format_version = kFormatVersion;
+  uint64_t gen = 0;
+  uint64_t created_unix_ms = 0;
+  uint32_t num_chunks = 0;        // all chunks of the generation
+  uint32_t num_owner_chunks = 0;
+  uint64_t num_owners = 0;
+  uint64_t chunks_digest = 0;     // XXH3-64 of the chunk checksums in key order
+};
+std::string EncodeManifest(const Manifest& m);
+// Corruption (bad length/checksum/magic) or FailedPrecondition (unknown version).
+Status DecodeManifest(std::string_view value, Manifest* out);
+
+std::string EncodeFormatRecord(uint32_t version);
+Status DecodeFormatRecord(std::string_view value, uint32_t* version);
+
+// Wraps a payload in the chunk envelope; *checksum receives the trailer.
+std::string EncodeChunk(uint64_t gen, ChunkType type, uint32_t index, std::string_view payload,
+                        uint64_t* checksum);
+// Verifies the envelope against the key it was read under and returns the
+// payload (a view into `value`) and the checksum.
+Status DecodeChunk(std::string_view value, uint64_t gen, ChunkType type, uint32_t index,
+                   std::string_view* payload, uint64_t* checksum);
+
+// Payload codecs. Decoders append to `out` and return Corruption naming the
+// field on malformed input; they check ranges (ids, lengths) but not cross
+// references (Validate does).
+std::string EncodeModels(const std::vector<std::pair<std::string, ModelOptions>>& models);
+Status DecodeModels(std::string_view payload, std::vector<std::pair<std::string, ModelOptions>>* out);
+std::string EncodeClocks(const std::vector<std::pair<SourceId, uint64_t>>& clocks);
+Status DecodeClocks(std::string_view payload, std::vector<std::pair<SourceId, uint64_t>>* out);
+std::string EncodeTiers(const std::vector<std::string>& names);
+Status DecodeTiers(std::string_view payload, std::vector<std::string>* out);
+std::string EncodeSources(const std::vector<SourceWatermark>& sources);
+Status DecodeSources(std::string_view payload, std::vector<SourceWatermark>* out);
+// Encodes owners[0..n) (n <= 2^24) into `out` (cleared first; reused buffer).
+void EncodeOwners(std::span<const OwnerRecord> owners, std::string* out);
+Status DecodeOwners(std::string_view payload, std::vector<OwnerRecord>* out);
+
+}  // namespace kvidx::snapshot

@@ -1,0 +1,594 @@
+#include "server/snapshot_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <system_error>
+
+#include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/sst_file_writer.h>
+#include <rocksdb/write_batch.h>
+#include <xxhash.h>
+
+namespace kvidx::snapshot {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Written (synced) before generation G's SST is ingested and removed in the
+// commit batch: it tells Open() that generation data above the current one
+// is the orphan of an interrupted Write, not a lost manifest. Left in place
+// when an orphan is deleted, so that generation numbers are never reused.
+constexpr std::string_view kPendingKey = "kvidx/pending";
+constexpr std::string_view kTmpSuffix = ".kvidx-tmp";
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t NowUnixMs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+uint64_t ElapsedUs(Clock::time_point t0) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+}
+
+rocksdb::Slice S(std::string_view v) { return rocksdb::Slice(v.data(), v.size()); }
+std::string_view V(const rocksdb::Slice& s) { return std::string_view(s.data(), s.size()); }
+
+// RocksDB statuses about the stored bytes become Corruption (or
+// FailedPrecondition for "not what this build can read"); the rest are
+// about the environment and are never treated as a corrupt directory.
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  std::string msg = what + ": " + s.ToString();
+  if (s.IsCorruption()) return Status::Corruption(std::move(msg));
+  if (s.IsNotSupported() || s.IsInvalidArgument()) return Status::FailedPrecondition(std::move(msg));
+  if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) return Status::Unavailable(std::move(msg));
+  return Status::Internal(std::move(msg));
+}
+
+bool IsCorruptKind(const Status& s) {
+  return s.code() == StatusCode::kCorruption || s.code() == StatusCode::kFailedPrecondition;
+}
+
+Status DecodeGen(std::string_view v, std::string_view key, uint64_t* gen) {
+  if (v.size() != 8) {
+    return Status::Corruption("key '" + std::string(key) + "': " + std::to_string(v.size()) + " bytes, expected 8");
+  }
+  std::memcpy(gen, v.data(), 8);
+  return Status::Ok();
+}
+std::string EncodeGen(uint64_t gen) { return std::string(reinterpret_cast<const char*>(&gen), 8); }
+
+// Expected chunk sequence of a generation, in key order.
+struct ChunkCursor {
+  uint32_t owner_chunks;
+  uint32_t pos = 0;  // 0 clocks, 1 models, 2..2+n-1 owners, then sources, tiers
+  uint32_t total() const { return owner_chunks + 4; }
+  std::pair<ChunkType, uint32_t> at(uint32_t p) const {
+    if (p == 0) return {ChunkType::kClocks, 0};
+    if (p == 1) return {ChunkType::kModels, 0};
+    if (p < 2 + owner_chunks) return {ChunkType::kOwners, p - 2};
+    if (p == 2 + owner_chunks) return {ChunkType::kSources, 0};
+    return {ChunkType::kTiers, 0};
+  }
+};
+
+void SyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+SnapshotStore::SnapshotStore(std::string dir, const StoreOptions& options)
+    : dir_(std::move(dir)), opts_(options), stats_(std::make_unique<SnapshotStats>()) {}
+
+SnapshotStore::~SnapshotStore() { CloseDb(); }
+
+void SnapshotStore::CloseDb() {
+  if (db_) {
+    (void)db_->Close();
+    db_.reset();
+  }
+}
+
+namespace {
+
+rocksdb::Options DbOptions(bool create) {
+  rocksdb::Options o;
+  o.create_if_missing = create;
+  o.error_if_exists = false;
+  o.paranoid_checks = true;
+  o.max_background_jobs = 1;  // two cores; snapshots are rare and bulk-ingested
+  o.keep_log_file_num = 3;
+  o.max_manifest_file_size = 16 << 20;
+  o.compression = rocksdb::kNoCompression;
+  for (rocksdb::CompressionType c : rocksdb::GetSupportedCompressions()) {
+    if (c == rocksdb::kLZ4Compression) o.compression = rocksdb::kLZ4Compression;
+  }
+  return o;
+}
+
+}  // namespace
+
+Status SnapshotStore::OpenDb() {
+  std::error_code ec;
+  const fs::path db_path = DbPath();
+  const fs::path init_path = fs::path(dir_) / "rocksdb.init";
+  bool exists = fs::exists(dir_, ec);
+  if (ec) return Status::Unavailable(dir_ + ": " + ec.message());
+  if (exists && !fs::is_directory(dir_, ec)) return Status::FailedPrecondition(dir_ + ": exists and is not a directory");
+  if (exists && fs::exists(db_path, ec)) {
+    if (!fs::exists(db_path / "CURRENT", ec)) {
+      return Status::Corruption(dir_ + ": " + db_path.string() + " has no RocksDB CURRENT file (lost or truncated "
+                                "away); refusing to create a new snapshot store over it");
+    }
+    fs::remove_all(init_path, ec);
+    // Leftover SST files of a Write that died before ingesting them.
+    for (const auto& e : fs::directory_iterator(db_path, ec)) {
+      if (e.path().filename().string().ends_with(kTmpSuffix)) fs::remove(e.path(), ec);
+    }
+  } else {
+    // New store: created under rocksdb.init (with its format record) and
+    // renamed into place, so that a crash during creation leaves either
+    // nothing or a complete empty store, never a half-created RocksDB that
+    // would be indistinguishable from one whose CURRENT was lost.
+    if (exists) {
+      for (const auto& e : fs::directory_iterator(dir_, ec)) {
+        if (e.path().filename() != "rocksdb.init") {
+          return Status::Corruption(dir_ + ": directory is not empty but has no rocksdb/ store (found '" +
+                                    e.path().filename().string() + "'); not a kvidx snapshot directory");
+        }
+      }
+    }
+    fs::remove_all(init_path, ec);
+    fs::create_directories(init_path, ec);
+    if (ec) return Status::Unavailable(init_path.string() + ": cannot create: " + ec.message());
+    rocksdb::DB* raw = nullptr;
+    Status st = FromRocks(rocksdb::DB::Open(DbOptions(true), init_path.string(), &raw), "creating RocksDB in " + init_path.string());
+    if (!st.ok()) return st;
+    std::unique_ptr<rocksdb::DB> db(raw);
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    st = FromRocks(db->Put(wo, S(kFormatKey), EncodeFormatRecord(kFormatVersion)), dir_ + ": writing format record");
+    if (st.ok()) st = FromRocks(db->Close(), dir_ + ": closing new store");
+    db.reset();
+    if (!st.ok()) return st;
+    fs::rename(init_path, db_path, ec);
+    if (ec) return Status::Unavailable(db_path.string() + ": cannot rename new store into place: " + ec.message());
+    SyncDir(dir_);
+  }
+
+  rocksdb::DB* raw = nullptr;
+  Status st = FromRocks(rocksdb::DB::Open(DbOptions(false), db_path.string(), &raw), "opening RocksDB in " + db_path.string());
+  if (!st.ok()) return st;
+  db_.reset(raw);
+
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+
+  // Format record.
+  std::string v;
+  rocksdb::Status rs = db_->Get(ro, S(kFormatKey), &v);
+  if (rs.IsNotFound()) {
+    return Status::Corruption(dir_ + ": key '" + std::string(kFormatKey) +
+                              "' is missing (every store gets it when created)");
+  } else {
+    st = FromRocks(rs, dir_ + ": reading '" + std::string(kFormatKey) + "'");
+    if (!st.ok()) return st;
+    uint32_t version = 0;
+    st = DecodeFormatRecord(v, &version);
+    if (!st.ok()) return Status(st.code() == StatusCode::kCorruption ? Status::Corruption(dir_ + ": " + st.message())
+                                                                      : Status::FailedPrecondition(dir_ + ": " + st.message()));
+  }
+
+  // Manifest and pending marker.
+  current_gen_ = 0;
+  rs = db_->Get(ro, S(kCurrentKey), &v);
+  if (!rs.IsNotFound()) {
+    st = FromRocks(rs, dir_ + ": reading '" + std::string(kCurrentKey) + "'");
+    if (!st.ok()) return st;
+    Manifest m;
+    st = DecodeManifest(v, &m);
+    if (!st.ok()) {
+      return st.code() == StatusCode::kCorruption ? Status::Corruption(dir_ + ": " + st.message())
+                                                  : Status::FailedPrecondition(dir_ + ": " + st.message());
+    }
+    if (m.gen == 0) return Status::Corruption(dir_ + ": manifest names generation 0");
+    current_gen_ = m.gen;
+  }
+  std::optional<uint64_t> pending;
+  rs = db_->Get(ro, S(kPendingKey), &v);
+  if (!rs.IsNotFound()) {
+    st = FromRocks(rs, dir_ + ": reading '" + std::string(kPendingKey) + "'");
+    if (!st.ok()) return st;
+    uint64_t g = 0;
+    st = DecodeGen(v, kPendingKey, &g);
+    if (!st.ok()) return Status::Corruption(dir_ + ": " + st.message());
+    pending = g;
+  }
+
+  // Generations present: lowest and highest.
+  std::optional<uint64_t> lo, hi;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    it->Seek(S(GenKey(0)));
+    if (it->Valid() && it->key().size() >= 9 && it->key()[0] == kGenPrefix) {
+      ParsedChunkKey k;
+      if (!ParseChunkKey(V(it->key()), &k)) {
+        return Status::Corruption(dir_ + ": malformed key '" + it->key().ToString(true) + "'");
+      }
+      lo = k.gen;
+      it->SeekForPrev(S(std::string(1, static_cast<char>(kGenPrefix + 1))));
+      if (it->Valid() && ParseChunkKey(V(it->key()), &k)) hi = k.gen;
+    }
+    st = FromRocks(it->status(), dir_ + ": scanning generations");
+    if (!st.ok()) return st;
+  }
+  if (hi && *hi > current_gen_ && (!pending || *pending != *hi)) {
+    if (current_gen_ == 0) {
+      return Status::Corruption(dir_ + ": snapshot data of generation " + std::to_string(*hi) + " but no manifest key '" +
+                                std::string(kCurrentKey) + "' (manifest lost)");
+    }
+    return Status::Corruption(dir_ + ": generation " + std::to_string(*hi) + " is newer than the current generation " +
+                              std::to_string(current_gen_) + " and was never started by a Write");
+  }
+  if (current_gen_ != 0 && (!lo || !hi || *lo > current_gen_ || *hi < current_gen_)) {
+    return Status::Corruption(dir_ + ": manifest names generation " + std::to_string(current_gen_) +
+                              " but none of its chunks exist");
+  }
+  next_gen_ = std::max<uint64_t>({current_gen_, hi.value_or(0), pending.value_or(0)}) + 1;
+
+  // Delete what is not the current generation: older ones (their deletion
+  // was interrupted) and the orphan of an interrupted Write.
+  rocksdb::WriteBatch wb;
+  bool dirty = false;
+  if (lo && *lo < current_gen_) {
+    (void)wb.DeleteRange(S(GenKey(0)), S(GenKey(current_gen_)));
+    dirty = true;
+  }
+  if (hi && *hi > current_gen_) {
+    (void)wb.DeleteRange(S(GenKey(current_gen_ + 1)), S(GenKey(*hi + 1)));
+    dirty = true;
+  }
+  if (current_gen_ == 0 && lo) {
+    (void)wb.DeleteRange(S(GenKey(0)), S(GenKey(*hi + 1)));
+    dirty = true;
+  }
+  // The pending marker stays: it keeps the orphan's generation number from
+  // being reused (next_gen_ above accounts for it).
+  if (dirty) {
+    st = FromRocks(db_->Write(wo, &wb), dir_ + ": deleting stale generations");
+    if (!st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::string& dir, const StoreOptions& options) {
+  if (dir.empty()) return Status::InvalidArgument("snapshot directory is empty");
+  if (options.owners_per_chunk == 0 || options.owners_per_chunk > (1u << 24)) {
+    return Status::InvalidArgument("owners_per_chunk must be in 1..2^24");
+  }
+  std::unique_ptr<SnapshotStore> s(new SnapshotStore(dir, options));
+  std::lock_guard<std::mutex> lock(s->mu_);
+  Status st = s->OpenDb();
+  if (!st.ok()) {
+    if (options.on_corrupt != OnCorrupt::kStartEmpty || !IsCorruptKind(st)) return st;
+    st = s->StartEmpty(st);
+    if (!st.ok()) return st;
+  }
+  return s;
+}
+
+Status SnapshotStore::StartEmpty(const Status& why) {
+  CloseDb();
+  current_gen_ = 0;
+  next_gen_ = 1;
+  std::string base = dir_;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  std::string target = base + ".corrupt-" + std::to_string(NowUnixMs() / 1000);
+  std::error_code ec;
+  for (int i = 1; fs::exists(target, ec); ++i) {
+    target = base + ".corrupt-" + std::to_string(NowUnixMs() / 1000) + "-" + std::to_string(i);
+  }
+  fs::rename(base, target, ec);
+  if (ec) {
+    return Status::Unavailable(why.ToString() + "; --on-corrupt=start-empty could not move " + base + " to " + target +
+                               ": " + ec.message());
+  }
+  Status st = OpenDb();
+  if (!st.ok()) return Status(Status::Unavailable(why.ToString() + "; starting empty failed: " + st.ToString()));
+  corruption_ = why;
+  moved_to_ = target;
+  stats_->corrupt_start_empty_total.fetch_add(1, std::memory_order_relaxed);
+  stats_->last_snapshot_unix_ms.store(0, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status SnapshotStore::Write(const SnapshotData& data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto t0 = Clock::now();
+  auto fail = [this](Status st) {
+    stats_->snapshots_failed.fetch_add(1, std::memory_order_relaxed);
+    return st;
+  };
+  if (!db_) return fail(Status::FailedPrecondition(dir_ + ": store is not open"));
+  Status st = Validate(data);
+  if (!st.ok()) return fail(st);
+
+  const uint64_t gen = next_gen_++;
+  const uint64_t created = data.created_unix_ms != 0 ? data.created_unix_ms : NowUnixMs();
+  rocksdb::WriteOptions wo;
+  wo.sync = opts_.sync;
+  st = FromRocks(db_->Put(wo, S(kPendingKey), EncodeGen(gen)), dir_ + ": writing pending marker");
+  if (!st.ok()) return fail(st);
+
+  const std::string tmp = (DbPath() / ("gen-" + std::to_string(gen) + ".sst")).string() + std::string(kTmpSuffix);
+  auto abandon = [&](Status why) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    // Best effort; Open() deletes the orphan if this fails too.
+    rocksdb::WriteBatch wb;
+    (void)wb.DeleteRange(S(GenKey(gen)), S(GenKey(gen + 1)));
+    (void)db_->Write(rocksdb::WriteOptions(), &wb);
+    return fail(std::move(why));
+  };
+
+  const rocksdb::Options dbo = DbOptions(false);
+  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(dbo), dbo);
+  st = FromRocks(writer.Open(tmp), "creating " + tmp);
+  if (!st.ok()) return abandon(st);
+
+  Manifest m;
+  m.gen = gen;
+  m.created_unix_ms = created;
+  m.num_owners = data.index.owners.size();
+  m.num_owner_chunks = static_cast<uint32_t>((data.index.owners.size() + opts_.owners_per_chunk - 1) /
+                                             opts_.owners_per_chunk);
+  m.num_chunks = m.num_owner_chunks + 4;
+  XXH3_state_t* digest = XXH3_createState();
+  XXH3_64bits_reset(digest);
+  auto put = [&](ChunkType type, uint32_t index, std::string_view payload) {
+    uint64_t sum = 0;
+    std::string value = EncodeChunk(gen, type, index, payload, &sum);
+    XXH3_64bits_update(digest, &sum, sizeof(sum));
+    return FromRocks(writer.Put(S(ChunkKey(gen, type, index)), S(value)), "writing " + ChunkName(gen, type, index));
+  };
+  st = put(ChunkType::kClocks, 0, EncodeClocks(data.index.source_clocks));
+  if (st.ok()) st = put(ChunkType::kModels, 0, EncodeModels(data.index.models));
+  std::string buf;
+  for (uint32_t c = 0; st.ok() && c < m.num_owner_chunks; ++c) {
+    size_t from = static_cast<size_t>(c) * opts_.owners_per_chunk;
+    size_t n = std::min<size_t>(opts_.owners_per_chunk, data.index.owners.size() - from);
+    EncodeOwners(std::span<const OwnerRecord>(data.index.owners).subspan(from, n), &buf);
+    st = put(ChunkType::kOwners, c, buf);
+  }
+  if (st.ok()) st = put(ChunkType::kSources, 0, EncodeSources(data.sources));
+  if (st.ok()) st = put(ChunkType::kTiers, 0, EncodeTiers(data.tier_names));
+  m.chunks_digest = XXH3_64bits_digest(digest);
+  XXH3_freeState(digest);
+  if (!st.ok()) return abandon(st);
+  rocksdb::ExternalSstFileInfo info;
+  st = FromRocks(writer.Finish(&info), "finishing " + tmp);
+  if (!st.ok()) return abandon(st);
+
+  rocksdb::IngestExternalFileOptions io;
+  io.move_files = true;
+  io.write_global_seqno = false;
+  io.verify_checksums_before_ingest = false;
+  st = FromRocks(db_->IngestExternalFile({tmp}, io), dir_ + ": ingesting " + ChunkName(gen, ChunkType::kClocks, 0) + "..");
+  if (!st.ok()) return abandon(st);
+  std::error_code ec;
+  fs::remove(tmp, ec);  // the hard link's other name, if RocksDB left it
+
+  // Commit point.
+  rocksdb::WriteBatch commit;
+  (void)commit.Put(S(kCurrentKey), EncodeManifest(m));
+  (void)commit.Delete(S(kPendingKey));
+  st = FromRocks(db_->Write(wo, &commit), dir_ + ": writing manifest of generation " + std::to_string(gen));
+  if (!st.ok()) return abandon(st);
+  const uint64_t old = current_gen_;
+  current_gen_ = gen;
+
+  // Drop older generations; best effort (Open() finishes the job).
+  if (old != 0) {
+    std::string b = GenKey(0), e = GenKey(gen);
+    rocksdb::Slice bs(b), es(e);
+    (void)rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &bs, &es, false);
+    rocksdb::ReadOptions ro;
+    ro.iterate_upper_bound = &es;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    it->Seek(bs);
+    if (it->Valid()) (void)db_->DeleteRange(rocksdb::WriteOptions(), db_->DefaultColumnFamily(), bs, es);
+  }
+
+  stats_->last_bytes.store(info.file_size, std::memory_order_relaxed);
+  stats_->last_duration_us.store(ElapsedUs(t0), std::memory_order_relaxed);
+  stats_->last_snapshot_unix_ms.store(created, std::memory_order_relaxed);
+  stats_->snapshots_ok.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status SnapshotStore::LoadLocked(std::optional<SnapshotData>* out) {
+  out->reset();
+  if (!db_) return Status::FailedPrecondition(dir_ + ": store is not open");
+  if (current_gen_ == 0) return Status::Ok();
+  const uint64_t gen = current_gen_;
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  std::string v;
+  Status st = FromRocks(db_->Get(ro, S(kCurrentKey), &v), dir_ + ": reading '" + std::string(kCurrentKey) + "'");
+  if (!st.ok()) return st;
+  Manifest m;
+  st = DecodeManifest(v, &m);
+  if (!st.ok()) return Status(st.code() == StatusCode::kCorruption ? Status::Corruption(dir_ + ": " + st.message())
+                                                                    : Status::FailedPrecondition(dir_ + ": " + st.message()));
+  if (m.gen != gen) return Status::Corruption(dir_ + ": manifest changed under the store");
+
+  SnapshotData d;
+  d.format_version = m.format_version;
+  d.created_unix_ms = m.created_unix_ms;
+  d.index.owners.reserve(std::min<uint64_t>(m.num_owners, uint64_t{1} << 31));
+
+  std::string lo = GenKey(gen), hi = GenKey(gen + 1);
+  rocksdb::Slice his(hi);
+  ro.iterate_upper_bound = &his;
+  ro.fill_cache = false;
+  ro.readahead_size = 4 << 20;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  ChunkCursor cur{m.num_owner_chunks};
+  XXH3_state_t* digest = XXH3_createState();
+  XXH3_64bits_reset(digest);
+  auto where = [&](const Status& s) {
+    return s.code() == StatusCode::kCorruption ? Status::Corruption(dir_ + ": " + s.message())
+                                               : Status::FailedPrecondition(dir_ + ": " + s.message());
+  };
+  for (it->Seek(S(lo)); st.ok() && it->Valid(); it->Next()) {
+    ParsedChunkKey k;
+    if (!ParseChunkKey(V(it->key()), &k) || k.gen != gen) {
+      st = Status::Corruption(dir_ + ": unexpected key '" + it->key().ToString(true) + "' in generation " +
+                              std::to_string(gen));
+      break;
+    }
+    if (cur.pos >= cur.total()) {
+      st = Status::Corruption(dir_ + ": extra chunk " + ChunkName(gen, k.type, k.index) + " (manifest lists " +
+                              std::to_string(cur.total()) + ")");
+      break;
+    }
+    auto [type, index] = cur.at(cur.pos);
+    if (k.type != type || k.index != index) {
+      bool missing = ChunkKey(gen, k.type, k.index) > ChunkKey(gen, type, index);
+      st = Status::Corruption(dir_ + ": " + (missing ? "missing chunk " + ChunkName(gen, type, index)
+                                                     : "unexpected chunk " + ChunkName(gen, k.type, k.index)));
+      break;
+    }
+    std::string_view payload;
+    uint64_t sum = 0;
+    st = DecodeChunk(V(it->value()), gen, type, index, &payload, &sum);
+    if (!st.ok()) {
+      st = where(st);
+      break;
+    }
+    XXH3_64bits_update(digest, &sum, sizeof(sum));
+    switch (type) {
+      case ChunkType::kClocks: st = DecodeClocks(payload, &d.index.source_clocks); break;
+      case ChunkType::kModels: st = DecodeModels(payload, &d.index.models); break;
+      case ChunkType::kOwners: st = DecodeOwners(payload, &d.index.owners); break;
+      case ChunkType::kSources: st = DecodeSources(payload, &d.sources); break;
+      case ChunkType::kTiers: st = DecodeTiers(payload, &d.tier_names); break;
+    }
+    if (!st.ok()) st = Status::Corruption(dir_ + ": " + ChunkName(gen, type, index) + ": " + st.message());
+    ++cur.pos;
+  }
+  uint64_t got_digest = XXH3_64bits_digest(digest);
+  XXH3_freeState(digest);
+  if (!st.ok()) return st;
+  st = FromRocks(it->status(), dir_ + ": reading generation " + std::to_string(gen));
+  if (!st.ok()) return st;
+  if (cur.pos < cur.total()) {
+    auto [type, index] = cur.at(cur.pos);
+    return Status::Corruption(dir_ + ": missing chunk " + ChunkName(gen, type, index));
+  }
+  if (got_digest != m.chunks_digest) {
+    return Status::Corruption(dir_ + ": generation " + std::to_string(gen) +
+                              ": chunk checksums do not match the manifest digest");
+  }
+  if (d.index.owners.size() != m.num_owners) {
+    return Status::Corruption(dir_ + ": generation " + std::to_string(gen) + " holds " +
+                              std::to_string(d.index.owners.size()) + " owner records, manifest says " +
+                              std::to_string(m.num_owners));
+  }
+  st = Validate(d);
+  if (!st.ok()) return Status::Corruption(dir_ + ": generation " + std::to_string(gen) + ": " + st.message());
+  *out = std::move(d);
+  return Status::Ok();
+}
+
+Result<std::optional<SnapshotData>> SnapshotStore::LoadLatest() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto t0 = Clock::now();
+  std::optional<SnapshotData> out;
+  Status st = LoadLocked(&out);
+  if (!st.ok()) {
+    if (opts_.on_corrupt != OnCorrupt::kStartEmpty || !IsCorruptKind(st)) return st;
+    out.reset();
+    st = StartEmpty(st);
+    if (!st.ok()) return st;
+    return std::optional<SnapshotData>();
+  }
+  stats_->restore_duration_us.store(ElapsedUs(t0), std::memory_order_relaxed);
+  stats_->restored_blocks.store(out ? out->index.owners.size() : 0, std::memory_order_relaxed);
+  if (out) stats_->last_snapshot_unix_ms.store(out->created_unix_ms, std::memory_order_relaxed);
+  return out;
+}
+
+uint64_t SnapshotStore::current_generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_gen_;
+}
+
+Status SnapshotStore::corruption() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return corruption_;
+}
+
+std::string SnapshotStore::moved_aside_to() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return moved_to_;
+}
+
+Status ApplySnapshot(const SnapshotData& data, TierRegistry* tiers, SourceRegistry* sources, BlockIndex* index,
+                     SnapshotStats* stats) {
+  auto t0 = Clock::now();
+  Status st = Validate(data);
+  if (!st.ok()) return st;
+  for (size_t i = 0; i < data.tier_names.size(); ++i) {
+    Result<Tier> t = tiers->Intern(data.tier_names[i]);
+    if (!t.ok()) return t.status();
+    if (static_cast<size_t>(*t) != i) {
+      return Status::FailedPrecondition("tier '" + data.tier_names[i] + "' got id " +
+                                        std::to_string(static_cast<int>(*t)) + ", snapshot has " + std::to_string(i) +
+                                        " (TierRegistry not fresh?)");
+    }
+  }
+  for (const SourceWatermark& w : data.sources) {
+    if (w.state >= kNumSourceStates) {
+      return Status::Corruption("source " + w.replica + "/dp" + std::to_string(w.dp_rank) + ": state " +
+                                std::to_string(w.state));
+    }
+    Result<SourceId> id = sources->Register(w.replica, w.dp_rank);
+    if (!id.ok()) return id.status();
+    if (*id != w.source_id) {
+      return Status::FailedPrecondition("source " + w.replica + "/dp" + std::to_string(w.dp_rank) + " got id " +
+                                        std::to_string(*id) + ", snapshot has " + std::to_string(w.source_id) +
+                                        " (SourceRegistry not fresh, or a duplicate source)");
+    }
+  }
+  st = index->Restore(data.index);
+  if (!st.ok()) return st;
+  for (const SourceWatermark& w : data.sources) {
+    index->SetSourceState(w.source_id, static_cast<SourceState>(w.state));
+    if (w.gpu_capacity_blocks != 0) index->SetSourceCapacity(w.source_id, w.gpu_capacity_blocks);
+  }
+  if (stats != nullptr) {
+    stats->restore_duration_us.fetch_add(ElapsedUs(t0), std::memory_order_relaxed);
+    stats->restored_blocks.store(data.index.owners.size(), std::memory_order_relaxed);
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvidx::snapshot
