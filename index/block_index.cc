@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <mutex>
 #include <unordered_map>
 
@@ -524,86 +525,260 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
   const uint64_t tier_mask = filter.tier_mask;
   constexpr uint32_t kGpu = static_cast<uint32_t>(Tier::kGpu);
 
-  std::vector<PrefixMatch::Candidate>& cand = out->scratch_;
-  std::vector<int32_t>& slot_of = out->slot_of_source_;
   std::vector<SourceMatch>& res = out->sources;
 
+  // An owner's verdict for this query: 0 = not admitted (other group or
+  // tier), else 1 | (GPU ? 2 | hits << 2 : 0).
+  auto verdict = [group, tier_mask](uint32_t okey, const AWord* o) -> uint32_t {
+    if (OwnerGroup(okey) != group) return 0;
+    uint32_t tier = OwnerTier(okey);
+    if (tier >= 64 || ((tier_mask >> tier) & 1) == 0) return 0;   // >= 64 only in a torn read
+    return tier == kGpu ? 3 | (HitsOf(Ld(o[2])) << 2) : 1;
+  };
+  // The owners of `k` (count 0 if absent); false on a stale read.
+  auto probe = [](const Shard& sh, const ProbeKey& k, const AWord** o, uint32_t* cnt) -> bool {
+    *cnt = 0;
+    *o = nullptr;
+    uint32_t id = sh.Find(k);
+    if (id == kNoId) return true;
+    Rec* r = sh.RecAt(id);
+    if (r == nullptr) return false;
+    *o = sh.Owners(r, cnt);
+    return *o != nullptr;
+  };
+  // First owner index >= lo whose source is >= `source` (owners are sorted).
+  auto lower = [](const AWord* o, uint32_t lo, uint32_t hi, uint32_t source) {
+    const uint32_t want = source << 16;
+    while (lo < hi) {
+      uint32_t mid = (lo + hi) / 2;
+      if (Ld(o[3 * mid]) < want) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  };
+
   internal::EpochDomain::ReadGuard guard(impl_->epoch);
-  // Software pipeline over the (known) query keys: the lookup of block i is
-  // a chain of dependent cache misses (control word -> slot -> record ->
-  // owner array), so start them for blocks i+1..i+4 while block i runs.
-  constexpr size_t kRing = 8;
-  ProbeKey ring[kRing] = {ProbeKey(BlockKey()), ProbeKey(BlockKey()), ProbeKey(BlockKey()), ProbeKey(BlockKey()),
-                          ProbeKey(BlockKey()), ProbeKey(BlockKey()), ProbeKey(BlockKey()), ProbeKey(BlockKey())};
-  const size_t pre = std::min<size_t>(n, 4);
-  for (size_t j = 0; j < pre; ++j) {
-    ring[j] = ProbeKey(keys[j]);
-    model->shards[ring[j].shard()].PrefetchGroup(ring[j]);
+  // The keys are known upfront, so the lookup of block i (a chain of
+  // dependent cache misses: table group -> record -> owner array) is
+  // started ahead: block i+4's group is prefetched, block i+2's record and
+  // block i+1's owner array, while block i is processed. An early exit
+  // wastes at most four blocks' prefetches.
+  constexpr size_t kRing = 8;   // > the longest prefetch distance
+  ProbeKey pk[kRing];
+  const Rec* peek[kRing] = {};
+  for (size_t j = 0; j < std::min<size_t>(n, 4); ++j) {
+    pk[j].Set(keys[j]);
+    model->shards[pk[j].shard()].PrefetchGroup(pk[j]);
   }
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t j = 0; j < std::min<size_t>(n, 2); ++j) peek[j] = model->shards[pk[j].shard()].PeekRecord(pk[j]);
+  if (peek[0] != nullptr) model->shards[pk[0].shard()].PrefetchOwnersOf(peek[0]);
+  // Starts the pipeline stages that run while block i is processed.
+  auto advance = [&](size_t i) {
     if (i + 4 < n) {
-      ProbeKey& f = ring[(i + 4) % kRing];
-      f = ProbeKey(keys[i + 4]);
+      ProbeKey& f = pk[(i + 4) % kRing];
+      f.Set(keys[i + 4]);
       model->shards[f.shard()].PrefetchGroup(f);
     }
-    if (i + 2 < n) model->shards[ring[(i + 2) % kRing].shard()].PrefetchRecord(ring[(i + 2) % kRing]);
-    if (i + 1 < n) model->shards[ring[(i + 1) % kRing].shard()].PrefetchOwners(ring[(i + 1) % kRing]);
-    const ProbeKey& pk = ring[i % kRing];
-    const Shard& sh = model->shards[pk.shard()];
+    if (i + 2 < n) {
+      const size_t r = (i + 2) % kRing;
+      peek[r] = model->shards[pk[r].shard()].PeekRecord(pk[r]);
+    }
+    if (i + 1 < n && peek[(i + 1) % kRing] != nullptr) {
+      const size_t r = (i + 1) % kRing;
+      model->shards[pk[r].shard()].PrefetchOwnersOf(peek[r]);
+    }
+  };
+
+  // Block 0 makes the candidates: every source with an admitted owner, in
+  // ascending source order (owner arrays are sorted by source).
+  advance(0);
+  {
+    const Shard& sh = model->shards[pk[0].shard()];
     for (;;) {
-      cand.clear();
+      res.clear();
       uint64_t s = sh.ReadBegin();
-      uint32_t id = sh.Find(pk);
-      bool ok = true;
-      if (id != kNoId) {
-        uint32_t cnt = 0;
-        Rec* r = sh.RecAt(id);
-        AWord* o = r == nullptr ? nullptr : sh.Owners(r, &cnt);
-        if (o == nullptr) {
-          ok = false;
-        } else {
-          for (uint32_t k = 0; k < cnt; ++k) {
-            uint32_t okey = Ld(o[3 * k]);
-            if (OwnerGroup(okey) != group) continue;
-            uint32_t tier = OwnerTier(okey);
-            if (tier >= 64 || ((tier_mask >> tier) & 1) == 0) continue;
-            uint32_t source = OwnerSource(okey);
-            if (i > 0) {
-              // Only sources still matching at block i can continue.
-              if (source >= slot_of.size()) continue;
-              int32_t slot = slot_of[source];
-              if (slot < 0 || res[static_cast<size_t>(slot)].blocks_with_lower_tiers < i) continue;
-            }
-            cand.push_back({source, static_cast<uint8_t>(tier), static_cast<uint16_t>(HitsOf(Ld(o[3 * k + 2])))});
-          }
+      const AWord* o = nullptr;
+      uint32_t cnt = 0;
+      bool ok = probe(sh, pk[0], &o, &cnt);
+      for (uint32_t k = 0; k < cnt; ++k) {
+        uint32_t okey = Ld(o[3 * k]);
+        uint32_t v = verdict(okey, &o[3 * k]);
+        if (v == 0) continue;
+        uint32_t source = OwnerSource(okey);
+        if (res.empty() || res.back().source != source) {
+          res.push_back(SourceMatch{});
+          res.back().source = source;
+          res.back().blocks_with_lower_tiers = 1;
+        }
+        if (v & 2) {
+          SourceMatch& e = res.back();
+          e.gpu_blocks = 1;
+          e.hits = v >> 2;
+          e.hit_blocks = (v >> 2) > 0;
         }
       }
       if (sh.ReadValid(s) && ok) break;
     }
-    if (cand.empty()) break;
-    uint32_t alive = 0;
-    const uint32_t bi = static_cast<uint32_t>(i);
-    for (const PrefixMatch::Candidate& cd : cand) {
-      if (cd.source >= slot_of.size()) slot_of.resize(cd.source + 1, -1);
-      int32_t slot = slot_of[cd.source];
-      if (slot < 0) {   // only at block 0
-        slot = static_cast<int32_t>(res.size());
-        slot_of[cd.source] = slot;
-        res.push_back(SourceMatch{});
-        res.back().source = cd.source;
+  }
+  const uint32_t nres = static_cast<uint32_t>(res.size());
+
+  // Blocks 1.. : only the sources still matching can continue, so only
+  // their owners matter -- a merge of two source-sorted lists (the block's
+  // owners, the candidates), or binary searches when few candidates remain
+  // among many owners. Work per block is O(min(owners, alive * log owners)),
+  // and the walk stops as soon as no candidate is left.
+  if (nres != 0 && nres <= 64) {
+    // Fast path: candidates are bits of a 64-bit mask (bit q = res[q]).
+    uint64_t any_alive = nres == 64 ? ~uint64_t{0} : (uint64_t{1} << nres) - 1;
+    uint64_t gpu_alive = 0;
+    for (uint32_t q = 0; q < nres; ++q) gpu_alive |= uint64_t{res[q].gpu_blocks} << q;
+    uint32_t hits_of[64];
+    uint32_t n_alive = nres;
+    // Owner source -> candidate bit through a 64-entry direct map (entry =
+    // q + 1, 0 = none), valid when no two candidates share source % 64
+    // (always for up to 64 consecutive source ids); else a merge.
+    uint32_t srcs[64];
+    uint8_t slot_map[64] = {};
+    bool direct = true;
+    for (uint32_t q = 0; q < nres; ++q) {
+      srcs[q] = res[q].source;
+      uint8_t& m = slot_map[srcs[q] & 63];
+      if (m != 0) direct = false;
+      m = static_cast<uint8_t>(q + 1);
+    }
+    uint32_t end = static_cast<uint32_t>(n);
+    for (size_t i = 1; i < n; ++i) {
+      advance(i);
+      const Shard& sh = model->shards[pk[i % kRing].shard()];
+      uint64_t any_b, gpu_b, hit_b;
+      for (;;) {
+        any_b = gpu_b = hit_b = 0;
+        uint64_t s = sh.ReadBegin();
+        const AWord* o = nullptr;
+        uint32_t cnt = 0;
+        bool ok = probe(sh, pk[i % kRing], &o, &cnt);
+        auto mark = [&](uint32_t q, uint32_t v) {
+          const uint64_t bit = uint64_t{1} << q;
+          if (v & 1) any_b |= bit;
+          if (v & 2) gpu_b |= bit;
+          if (v >> 2) {
+            hit_b |= bit;
+            hits_of[q] = v >> 2;
+          }
+        };
+        if (n_alive * 8 < cnt) {
+          uint32_t p = 0;
+          for (uint64_t m = any_alive; m != 0; m &= m - 1) {
+            const uint32_t q = static_cast<uint32_t>(std::countr_zero(m));
+            const uint32_t source = srcs[q];
+            p = lower(o, p, cnt, source);
+            uint32_t v = 0;
+            for (; p < cnt; ++p) {
+              uint32_t okey = Ld(o[3 * p]);
+              if (OwnerSource(okey) != source) break;
+              v |= verdict(okey, &o[3 * p]);
+            }
+            mark(q, v);
+          }
+        } else if (direct) {
+          for (uint32_t k = 0; k < cnt; ++k) {
+            const uint32_t okey = Ld(o[3 * k]);
+            const uint32_t source = OwnerSource(okey);
+            const uint32_t q1 = slot_map[source & 63];
+            if (q1 == 0 || srcs[q1 - 1] != source) continue;
+            const uint32_t v = verdict(okey, &o[3 * k]);
+            if (v != 0) mark(q1 - 1, v);
+          }
+        } else {
+          uint32_t q = 0;
+          for (uint32_t k = 0; k < cnt; ++k) {
+            const uint32_t okey = Ld(o[3 * k]);
+            const uint32_t v = verdict(okey, &o[3 * k]);
+            if (v == 0) continue;
+            const uint32_t source = OwnerSource(okey);
+            while (q < nres && srcs[q] < source) ++q;
+            if (q == nres) break;
+            if (srcs[q] == source) mark(q, v);
+          }
+        }
+        if (sh.ReadValid(s) && ok) break;
       }
-      SourceMatch& e = res[static_cast<size_t>(slot)];
-      if (e.blocks_with_lower_tiers == bi) {
-        e.blocks_with_lower_tiers = bi + 1;
-        ++alive;
+      const uint32_t bi = static_cast<uint32_t>(i);
+      const uint64_t any_next = any_alive & any_b;
+      const uint64_t gpu_next = gpu_alive & gpu_b;
+      for (uint64_t m = any_alive & ~any_next; m != 0; m &= m - 1) {
+        res[static_cast<uint32_t>(std::countr_zero(m))].blocks_with_lower_tiers = bi;
+        --n_alive;
       }
-      if (cd.tier == kGpu && e.gpu_blocks == bi) {
-        e.gpu_blocks = bi + 1;
-        e.hits += cd.hits;
-        e.hit_blocks += cd.hits > 0;
+      for (uint64_t m = gpu_alive & ~gpu_next; m != 0; m &= m - 1) {
+        res[static_cast<uint32_t>(std::countr_zero(m))].gpu_blocks = bi;
+      }
+      for (uint64_t m = gpu_next & hit_b; m != 0; m &= m - 1) {
+        SourceMatch& e = res[static_cast<uint32_t>(std::countr_zero(m))];
+        e.hits += hits_of[std::countr_zero(m)];
+        ++e.hit_blocks;
+      }
+      any_alive = any_next;
+      gpu_alive = gpu_next;
+      if (any_alive == 0) {
+        end = bi;
+        break;
       }
     }
-    if (alive == 0) break;
+    for (uint64_t m = any_alive; m != 0; m &= m - 1) res[static_cast<uint32_t>(std::countr_zero(m))].blocks_with_lower_tiers = end;
+    for (uint64_t m = gpu_alive; m != 0; m &= m - 1) res[static_cast<uint32_t>(std::countr_zero(m))].gpu_blocks = end;
+  } else if (nres > 64) {
+    // General path: the candidates are a list of indexes into `res`.
+    std::vector<uint32_t>& alive = out->alive_;
+    std::vector<uint32_t>& step = out->step_;
+    alive.clear();
+    for (uint32_t q = 0; q < nres; ++q) alive.push_back(q);
+    for (size_t i = 1; i < n; ++i) {
+      advance(i);
+      const Shard& sh = model->shards[pk[i % kRing].shard()];
+      const uint32_t na = static_cast<uint32_t>(alive.size());
+      step.resize(na);
+      for (;;) {
+        uint64_t s = sh.ReadBegin();
+        const AWord* o = nullptr;
+        uint32_t cnt = 0;
+        bool ok = probe(sh, pk[i % kRing], &o, &cnt);
+        const bool search = na * 8 < cnt;
+        uint32_t p = 0;
+        for (uint32_t a = 0; a < na; ++a) {
+          const uint32_t source = res[alive[a]].source;
+          if (search) {
+            p = lower(o, p, cnt, source);
+          } else {
+            while (p < cnt && OwnerSource(Ld(o[3 * p])) < source) ++p;
+          }
+          uint32_t v = 0;
+          for (; p < cnt; ++p) {
+            uint32_t okey = Ld(o[3 * p]);
+            if (OwnerSource(okey) != source) break;
+            v |= verdict(okey, &o[3 * p]);
+          }
+          step[a] = v;
+        }
+        if (sh.ReadValid(s) && ok) break;
+      }
+      const uint32_t bi = static_cast<uint32_t>(i);
+      uint32_t keep = 0;
+      for (uint32_t a = 0; a < na; ++a) {
+        const uint32_t v = step[a];
+        SourceMatch& e = res[alive[a]];
+        if ((v & 2) && e.gpu_blocks == bi) {
+          e.gpu_blocks = bi + 1;
+          e.hits += v >> 2;
+          e.hit_blocks += (v >> 2) > 0;
+        }
+        if (v & 1) {
+          e.blocks_with_lower_tiers = bi + 1;
+          alive[keep++] = alive[a];
+        }
+      }
+      alive.resize(keep);
+      if (keep == 0) break;
+    }
   }
   for (SourceMatch& e : res) {
     SourceData* d = impl_->GetSource(e.source);

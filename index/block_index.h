@@ -162,9 +162,10 @@ class BlockIndex {
   void SetSourceCapacity(SourceId source, uint64_t gpu_blocks);
 
   // --- Queries (any thread, lock-free) -------------------------------------
-  // Longest cached prefix of `keys` on every source holding keys[0]. Work is
-  // O(sum over matched blocks of their owners), stopping at the first block
-  // no candidate source continues; no heap allocation with a warm `out`.
+  // Longest cached prefix of `keys` on every source holding keys[0]. Work per
+  // probed block is O(min(its owners, alive candidates * log owners)); the
+  // walk stops at the first block no candidate source continues. No heap
+  // allocation with a warm `out`, nothing proportional to the source-id space.
   Status FindPrefix(ModelId model, std::span<const BlockKey> keys, const PrefixFilter& filter,
                     PrefixMatch* out) const;
 

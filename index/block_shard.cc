@@ -16,29 +16,13 @@ namespace kvidx::internal {
 
 namespace {
 
-constexpr uint64_t kLsbs = 0x0101010101010101ULL;
-constexpr uint64_t kMsbs = 0x8080808080808080ULL;
-
-// Bit 7 of byte i set where ctrl byte i == tag (may report false positives
-// after a true match; callers verify the key).
-inline uint64_t MatchTag(uint64_t ctrl, uint8_t tag) {
-  uint64_t x = ctrl ^ (kLsbs * tag);
-  return (x - kLsbs) & ~x & kMsbs;
-}
-inline uint64_t MatchEmpty(uint64_t ctrl) { return ctrl & ~(ctrl << 6) & kMsbs; }
 inline uint64_t MatchEmptyOrDeleted(uint64_t ctrl) { return ctrl & ~(ctrl << 7) & kMsbs; }
-inline uint32_t LowestByte(uint64_t m) { return static_cast<uint32_t>(std::countr_zero(m)) >> 3; }
 
 inline uint8_t CtrlByte(uint64_t word, uint32_t i) { return static_cast<uint8_t>(word >> (8 * i)); }
 inline uint64_t WithCtrlByte(uint64_t word, uint32_t i, uint8_t b) {
   return (word & ~(uint64_t{0xFF} << (8 * i))) | (uint64_t{b} << (8 * i));
 }
 
-inline uint32_t GroupOf(uint64_t hash, uint32_t groups) { return static_cast<uint32_t>(hash >> 7) & (groups - 1); }
-
-uint64_t KeyWire(const Rec* r) { return Ld(r->w[0]) | (uint64_t{Ld(r->w[1])} << 32); }
-
-constexpr uint32_t kClassShift = 24;
 
 }  // namespace
 
@@ -50,8 +34,7 @@ void* MapZeroed(size_t bytes) {
 
 void Unmap(void* p, size_t bytes) { munmap(p, bytes); }
 
-ProbeKey::ProbeKey(const BlockKey& k) : wire(k.wire()), hash(MixKey(k.wire())) {
-  if (!k.is_bytes()) return;
+void ProbeKey::SetBytes(const BlockKey& k) {
   size_t len = k.byte_len();
   code = len == 0 ? 0xFF : static_cast<uint32_t>(len);
   uint8_t buf[BlockKey::kMaxBytes + 8] = {};
@@ -88,7 +71,7 @@ Shard::~Shard() {
 
 // ---------------------------------------------------------------- readers
 
-uint64_t Shard::ReadBegin() const {
+uint64_t Shard::ReadBeginSlow() const {
   for (int spins = 0;; ++spins) {
     uint64_t s = seq_.load(std::memory_order_acquire);
     if ((s & 1) == 0) return s;
@@ -102,23 +85,7 @@ uint64_t Shard::ReadBegin() const {
   }
 }
 
-bool Shard::ReadValid(uint64_t s) const {
-#ifdef KVIDX_TSAN
-  // Read-dont-modify-write: orders the data loads before it like the fence.
-  return const_cast<std::atomic<uint64_t>&>(seq_).fetch_add(0, std::memory_order_acq_rel) == s;
-#else
-  std::atomic_thread_fence(std::memory_order_acquire);
-  return seq_.load(std::memory_order_relaxed) == s;
-#endif
-}
 
-void Shard::PrefetchGroup(const ProbeKey& k) const {
-  const Table* t = table_.load(std::memory_order_acquire);
-  if (t == nullptr) return;
-  uint32_t g = GroupOf(k.hash, t->groups);
-  __builtin_prefetch(&t->ctrl[g]);
-  __builtin_prefetch(&t->slots[g * 8]);
-}
 
 void Shard::PrefetchRecord(const ProbeKey& k) const {
   const Table* t = table_.load(std::memory_order_acquire);
@@ -145,66 +112,12 @@ void Shard::PrefetchOwners(const ProbeKey& k) const {
   }
 }
 
-Rec* Shard::RecAt(uint32_t id) const {
-  if (id >= rec_top_.load(std::memory_order_acquire)) return nullptr;
-  Rec* chunk = rec_dir_.Get(id >> kRecChunkBits);
-  return chunk == nullptr ? nullptr : &chunk[id & (kRecChunk - 1)];
-}
 
-AWord* Shard::PoolAt(uint32_t off) const {
-  AWord* chunk = pool_dir_.Get(off >> kPoolChunkBits);
-  return chunk == nullptr ? nullptr : &chunk[off & (kPoolChunk - 1)];
-}
 
-AWord* Shard::Owners(Rec* r, uint32_t* count) const {
-  uint32_t a = Ld(r->w[2]);
-  if (OwnerSource(a) != kSrcOverflow) {
-    *count = OwnerSource(a) == kSrcFree ? 0 : 1;
-    return &r->w[2];
-  }
-  uint32_t off = Ld(r->w[3]);
-  uint32_t cc = Ld(r->w[4]);
-  uint32_t n = cc & ((1u << kClassShift) - 1);
-  uint32_t cls = cc >> kClassShift;
-  if (cls > kMaxOwnerClass || n > (1u << cls) || (off & (kPoolChunk - 1)) + 3 * n > kPoolChunk) return nullptr;
-  AWord* p = PoolAt(off);
-  if (p == nullptr) return nullptr;
-  *count = n;
-  return p;
-}
 
-bool Shard::KeyEquals(uint32_t id, const ProbeKey& k) const {
-  Rec* r = RecAt(id);
-  if (r == nullptr || KeyWire(r) != k.wire) return false;
-  if (OwnerSource(Ld(r->w[2])) == kSrcFree) return false;
-  SideKey* side = side_dir_.Get(id >> kRecChunkBits);
-  uint32_t code = side == nullptr ? 0 : Ld(side[id & (kRecChunk - 1)].w[0]);
-  if (code != k.code) return false;
-  if (code == 0) return true;
-  const SideKey& s = side[id & (kRecChunk - 1)];
-  for (int i = 0; i < 6; ++i) {
-    if (Ld(s.w[1 + i]) != k.head[i]) return false;
-  }
-  return true;
-}
 
-uint32_t Shard::Find(const ProbeKey& k) const {
-  const Table* t = table_.load(std::memory_order_acquire);
-  if (t == nullptr) return kNoId;
-  uint32_t mask = t->groups - 1;
-  uint32_t g = GroupOf(k.hash, t->groups);
-  uint8_t tag = k.tag();
-  for (uint32_t step = 0; step < t->groups; ++step) {
-    uint64_t ctrl = t->ctrl[g].load(std::memory_order_relaxed);
-    for (uint64_t m = MatchTag(ctrl, tag); m != 0; m &= m - 1) {
-      uint32_t id = Ld(t->slots[g * 8 + LowestByte(m)]);
-      if (KeyEquals(id, k)) return id;
-    }
-    if (MatchEmpty(ctrl) != 0) return kNoId;
-    g = (g + step + 1) & mask;
-  }
-  return kNoId;
-}
+
+
 
 BlockKey Shard::KeyOf(uint32_t id) const {
   Rec* r = RecAt(id);

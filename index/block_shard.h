@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -80,18 +81,6 @@ struct SideKey {
   AWord w[7];
 };
 
-// A query or event key, hashed once.
-struct ProbeKey {
-  uint64_t wire = 0;
-  uint64_t hash = 0;
-  uint32_t code = 0;
-  uint32_t head[6] = {};
-
-  explicit ProbeKey(const BlockKey& k);
-  uint32_t shard() const { return static_cast<uint32_t>(hash >> (64 - kShardBits)); }
-  uint8_t tag() const { return static_cast<uint8_t>(hash & 0x7F); }
-};
-
 inline uint64_t MixKey(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
@@ -100,6 +89,30 @@ inline uint64_t MixKey(uint64_t x) {
   x ^= x >> 33;
   return x;
 }
+
+// A query or event key, hashed once. `head` is meaningful only when
+// code != 0 (bytes form), so integer keys never touch it.
+struct ProbeKey {
+  uint64_t wire = 0;
+  uint64_t hash = 0;
+  uint32_t code = 0;
+  uint32_t head[6] = {};
+
+  ProbeKey() = default;
+  explicit ProbeKey(const BlockKey& k) { Set(k); }
+  // Re-targets this key in place (the query pipeline reuses a small ring).
+  void Set(const BlockKey& k) {
+    wire = k.wire();
+    hash = MixKey(wire);
+    code = 0;
+    if (k.is_bytes()) SetBytes(k);
+  }
+  uint32_t shard() const { return static_cast<uint32_t>(hash >> (64 - kShardBits)); }
+  uint8_t tag() const { return static_cast<uint8_t>(hash & 0x7F); }
+
+ private:
+  void SetBytes(const BlockKey& k);
+};
 
 struct Table {
   explicit Table(uint32_t groups);
@@ -141,7 +154,10 @@ class Shard {
   Shard& operator=(const Shard&) = delete;
 
   // --- Reader side (no lock; call between ReadBegin and ReadValid) ---
-  uint64_t ReadBegin() const;
+  uint64_t ReadBegin() const {
+    uint64_t s = seq_.load(std::memory_order_acquire);
+    return (s & 1) == 0 ? s : ReadBeginSlow();
+  }
   bool ReadValid(uint64_t s) const;
   // Record id of `k` or kNoId, using relaxed loads and bounds checks only.
   uint32_t Find(const ProbeKey& k) const;
@@ -158,10 +174,19 @@ class Shard {
   void PrefetchGroup(const ProbeKey& k) const;
   void PrefetchRecord(const ProbeKey& k) const;
   void PrefetchOwners(const ProbeKey& k) const;
+  // Batched pipeline (FindPrefix): after PrefetchGroup(k), the record the
+  // first tag match points to (prefetched), or nullptr; then its overflow
+  // owner array. Unvalidated like the above: only a hint.
+  const Rec* PeekRecord(const ProbeKey& k) const;
+  void PrefetchOwnersOf(const Rec* r) const;
   const Table* table() const { return table_.load(std::memory_order_acquire); }
   uint32_t size() const { return size_.load(std::memory_order_relaxed); }
 
   // --- Writer side (hold mu) ---
+ private:
+  uint64_t ReadBeginSlow() const;   // a writer is inside its section: wait
+
+ public:
   std::mutex mu;
   void BeginWrite();
   void EndWrite();
@@ -204,5 +229,124 @@ class Shard {
   uint32_t pool_top_ = 0;
   uint32_t pool_free_[kMaxOwnerClass + 1];
 };
+
+// ---- Reader fast path, inline (FindPrefix runs it once per query block).
+
+inline constexpr uint64_t kLsbs = 0x0101010101010101ULL;
+inline constexpr uint64_t kMsbs = 0x8080808080808080ULL;
+inline constexpr uint32_t kClassShift = 24;   // overflow handle word 4: count | class << 24
+
+// Bit 7 of byte i set where ctrl byte i == tag (may report false positives
+// after a true match; callers verify the key).
+inline uint64_t MatchTag(uint64_t ctrl, uint8_t tag) {
+  uint64_t x = ctrl ^ (kLsbs * tag);
+  return (x - kLsbs) & ~x & kMsbs;
+}
+inline uint64_t MatchEmpty(uint64_t ctrl) { return ctrl & ~(ctrl << 6) & kMsbs; }
+inline uint32_t LowestByte(uint64_t m) { return static_cast<uint32_t>(std::countr_zero(m)) >> 3; }
+inline uint32_t GroupOf(uint64_t hash, uint32_t groups) { return static_cast<uint32_t>(hash >> 7) & (groups - 1); }
+inline uint64_t KeyWire(const Rec* r) { return Ld(r->w[0]) | (uint64_t{Ld(r->w[1])} << 32); }
+
+inline bool Shard::ReadValid(uint64_t s) const {
+#ifdef KVIDX_TSAN
+  // Read-dont-modify-write: orders the data loads before it like the fence.
+  return const_cast<std::atomic<uint64_t>&>(seq_).fetch_add(0, std::memory_order_acq_rel) == s;
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return seq_.load(std::memory_order_relaxed) == s;
+#endif
+}
+
+inline void Shard::PrefetchGroup(const ProbeKey& k) const {
+  const Table* t = table_.load(std::memory_order_acquire);
+  if (t == nullptr) return;
+  uint32_t g = GroupOf(k.hash, t->groups);
+  __builtin_prefetch(&t->ctrl[g]);
+  __builtin_prefetch(&t->slots[g * 8]);
+}
+
+inline const Rec* Shard::PeekRecord(const ProbeKey& k) const {
+  const Table* t = table_.load(std::memory_order_acquire);
+  if (t == nullptr) return nullptr;
+  uint32_t g = GroupOf(k.hash, t->groups);
+  uint64_t m = MatchTag(t->ctrl[g].load(std::memory_order_relaxed), k.tag());
+  if (m == 0) return nullptr;
+  const Rec* r = RecAt(Ld(t->slots[g * 8 + LowestByte(m)]));
+  if (r != nullptr) __builtin_prefetch(r);
+  return r;
+}
+
+inline void Shard::PrefetchOwnersOf(const Rec* r) const {
+  if (OwnerSource(Ld(r->w[2])) != kSrcOverflow) return;
+  const AWord* p = PoolAt(Ld(r->w[3]));
+  if (p == nullptr) return;
+  uint32_t n = Ld(r->w[4]) & ((1u << kClassShift) - 1);
+  // The first few lines (up to ~16 owners); longer arrays are read
+  // sequentially and the hardware prefetcher follows.
+  uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  uintptr_t end = reinterpret_cast<uintptr_t>(p) + 12 * uintptr_t{n > 16 ? 16 : n};
+  for (; a < end; a += 64) __builtin_prefetch(reinterpret_cast<const void*>(a));
+}
+
+inline Rec* Shard::RecAt(uint32_t id) const {
+  if (id >= rec_top_.load(std::memory_order_acquire)) return nullptr;
+  Rec* chunk = rec_dir_.Get(id >> kRecChunkBits);
+  return chunk == nullptr ? nullptr : &chunk[id & (kRecChunk - 1)];
+}
+
+inline AWord* Shard::PoolAt(uint32_t off) const {
+  AWord* chunk = pool_dir_.Get(off >> kPoolChunkBits);
+  return chunk == nullptr ? nullptr : &chunk[off & (kPoolChunk - 1)];
+}
+
+inline AWord* Shard::Owners(Rec* r, uint32_t* count) const {
+  uint32_t a = Ld(r->w[2]);
+  if (OwnerSource(a) != kSrcOverflow) {
+    *count = OwnerSource(a) == kSrcFree ? 0 : 1;
+    return &r->w[2];
+  }
+  uint32_t off = Ld(r->w[3]);
+  uint32_t cc = Ld(r->w[4]);
+  uint32_t n = cc & ((1u << kClassShift) - 1);
+  uint32_t cls = cc >> kClassShift;
+  if (cls > kMaxOwnerClass || n > (1u << cls) || (off & (kPoolChunk - 1)) + 3 * n > kPoolChunk) return nullptr;
+  AWord* p = PoolAt(off);
+  if (p == nullptr) return nullptr;
+  *count = n;
+  return p;
+}
+
+inline bool Shard::KeyEquals(uint32_t id, const ProbeKey& k) const {
+  Rec* r = RecAt(id);
+  if (r == nullptr || KeyWire(r) != k.wire) return false;
+  if (OwnerSource(Ld(r->w[2])) == kSrcFree) return false;
+  SideKey* side = side_dir_.Get(id >> kRecChunkBits);
+  uint32_t code = side == nullptr ? 0 : Ld(side[id & (kRecChunk - 1)].w[0]);
+  if (code != k.code) return false;
+  if (code == 0) return true;
+  const SideKey& s = side[id & (kRecChunk - 1)];
+  for (int i = 0; i < 6; ++i) {
+    if (Ld(s.w[1 + i]) != k.head[i]) return false;
+  }
+  return true;
+}
+
+inline uint32_t Shard::Find(const ProbeKey& k) const {
+  const Table* t = table_.load(std::memory_order_acquire);
+  if (t == nullptr) return kNoId;
+  uint32_t mask = t->groups - 1;
+  uint32_t g = GroupOf(k.hash, t->groups);
+  uint8_t tag = k.tag();
+  for (uint32_t step = 0; step < t->groups; ++step) {
+    uint64_t ctrl = t->ctrl[g].load(std::memory_order_relaxed);
+    for (uint64_t m = MatchTag(ctrl, tag); m != 0; m &= m - 1) {
+      uint32_t id = Ld(t->slots[g * 8 + LowestByte(m)]);
+      if (KeyEquals(id, k)) return id;
+    }
+    if (MatchEmpty(ctrl) != 0) return kNoId;
+    g = (g + step + 1) & mask;
+  }
+  return kNoId;
+}
 
 }  // namespace kvidx::internal

@@ -66,9 +66,6 @@ class PrefixMatch {
   }
 
   void Reset() {
-    for (const SourceMatch& m : sources) {
-      if (m.source < slot_of_source_.size()) slot_of_source_[m.source] = -1;
-    }
     sources.clear();
     query_blocks = 0;
     truncated = false;
@@ -76,13 +73,11 @@ class PrefixMatch {
 
  private:
   friend class BlockIndex;
-  struct Candidate {   // one admitted owner of the block being probed
-    uint32_t source;
-    uint8_t tier;
-    uint16_t hits;
-  };
-  std::vector<Candidate> scratch_;          // reused per probed block
-  std::vector<int32_t> slot_of_source_;     // source -> index in `sources`, -1 if absent
+  // Scratch reused across queries (capacity kept: warm queries allocate
+  // nothing). Nothing here is indexed by SourceId, so no per-query work is
+  // proportional to the number of sources that exist.
+  std::vector<uint32_t> alive_;   // indexes into `sources` still matching, ascending source
+  std::vector<uint32_t> step_;    // per alive_ entry: the probed block's verdict
 };
 
 }  // namespace kvidx
