@@ -1,0 +1,103 @@
+// SimRank: one simulated vLLM engine rank — a prefix-caching block pool that
+// turns requests into exactly the KV events vLLM's BlockPool would publish.
+//
+// Model (vllm/v1/core/block_pool.py, kv_cache_manager.py): `num_blocks`
+// physical blocks; a full block is cached under its chained hash; a block
+// whose request finished goes to the tail of an LRU free queue, and a
+// request's blocks are freed tail-first so its last blocks are evicted
+// first; allocation pops the queue head and, if that block was cached,
+// evicts it (one BlockRemoved). Per request, one batch is published with the
+// events in vLLM's order: full-report re-announcement of the hit prefix
+// (parent None, from block 0) when the request asked for it, then evictions,
+// then one BlockStored for the newly cached full blocks (parent = the last
+// hit block). Requests run one at a time (no concurrent residency), which is
+// enough to reproduce vLLM's event stream and eviction order.
+//
+// Ground truth: CachedPrefix() answers from the pool itself, so a harness can
+// compare kvidx's answer with what the engine really holds (fidelity).
+//
+// Not thread-safe: one SimRank is driven by one thread. The FakeEngine it
+// publishes through is thread-safe and owned by the SimRank.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "index/block_hasher.h"
+#include "index/status.h"
+#include "ingest/encoder.h"
+#include "ingest/event.h"
+#include "ingest/fake_engine.h"
+
+namespace kvidx::sim {
+
+struct SimRankOptions {
+  std::string replica;
+  uint32_t dp_rank = 0;
+  size_t num_blocks = 4096;             // vLLM num_gpu_blocks
+  BlockHasherOptions hasher;            // algorithm, seed, block size
+  bool bytes_hashes = false;            // VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0
+  ingest::WireEra era = ingest::WireEra::Newest();
+  ingest::FakeEngineOptions publisher;  // endpoints, topic, buffer_steps, ...
+};
+
+struct ServeResult {
+  size_t full_blocks = 0;   // full blocks of the prompt (what could be cached)
+  size_t hit_blocks = 0;    // leading blocks found in the cache
+  size_t evicted = 0;
+  uint64_t seq = 0;         // the batch published for this request
+};
+
+class SimRank {
+ public:
+  static Result<std::unique_ptr<SimRank>> Create(const SimRankOptions& options);
+
+  // Serves one request (prefill only). Prompts longer than the pool are cut to
+  // what fits. `full_report` = kv_cache_report_mode="full".
+  Result<ServeResult> Serve(std::span<const int64_t> tokens, bool full_report);
+
+  // Leading blocks of `keys` this rank holds right now (the truth).
+  size_t CachedPrefix(std::span<const BlockKey> keys) const;
+  size_t cached_blocks() const { return cached_.size(); }
+
+  // vLLM's reset_prefix_cache(): drops every cached block, publishes AllBlocksCleared.
+  void ResetPrefixCache();
+  // Engine restart: empty cache, seq back to 0, no event (vLLM sends none).
+  Status Restart();
+
+  ingest::FakeEngine& publisher() { return *publisher_; }
+  const SimRankOptions& options() const { return opts_; }
+  BlockKey KeyOf(const BlockDigest& d) const { return opts_.bytes_hashes ? d.ToBytesKey() : d.ToKey(); }
+
+ private:
+  struct Block {
+    bool cached = false;
+    BlockKey key;
+    uint32_t ref = 0;
+    std::list<uint32_t>::iterator free_pos;
+    bool in_free = false;
+  };
+
+  SimRank(const SimRankOptions& options, BlockHasher hasher);
+  uint32_t PopFree();
+  void PushFree(uint32_t b);
+  void Publish();
+
+  SimRankOptions opts_;
+  BlockHasher hasher_;
+  std::unique_ptr<ingest::FakeEngine> publisher_;
+  std::vector<Block> blocks_;
+  std::list<uint32_t> free_;   // head = next to evict
+  std::unordered_map<BlockKey, uint32_t, BlockKeyHash> cached_;
+  // Scratch reused across requests.
+  std::vector<BlockDigest> digests_;
+  std::vector<uint32_t> held_;
+  ingest::EventBatch batch_;
+};
+
+}  // namespace kvidx::sim
