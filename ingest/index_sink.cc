@@ -108,8 +108,7 @@ void IndexSink::OnSourceReset(const SourceSpec& spec, ResetReason /*reason*/) {
 
 void IndexSink::OnSourceStateChanged(const SourceSpec& spec, SourceState /*from*/, SourceState to) {
   Binding* b = Find(spec.id);
-  // ingest::SourceState and kvidx::SourceState share values (index/source_state.h).
-  if (b != nullptr) index_->SetSourceState(b->source, static_cast<kvidx::SourceState>(static_cast<uint8_t>(to)));
+  if (b != nullptr) index_->SetSourceState(b->source, to);
 }
 
 void IndexSink::OnSourceRemoved(const SourceSpec& spec) {

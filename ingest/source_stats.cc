@@ -5,17 +5,6 @@
 
 namespace kvidx::ingest {
 
-std::string_view SourceStateName(SourceState s) {
-  switch (s) {
-    case SourceState::kConnecting: return "CONNECTING";
-    case SourceState::kReplaying: return "REPLAYING";
-    case SourceState::kExact: return "EXACT";
-    case SourceState::kDegraded: return "DEGRADED";
-    case SourceState::kDisconnected: return "DISCONNECTED";
-  }
-  return "UNKNOWN";
-}
-
 std::string_view ReplayResultName(ReplayResult r) {
   switch (r) {
     case ReplayResult::kOk: return "ok";

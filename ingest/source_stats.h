@@ -22,21 +22,17 @@
 #include <utility>
 #include <vector>
 
+#include "index/source_state.h"
 #include "ingest/decoder.h"
 #include "ingest/event.h"
 
 namespace kvidx::ingest {
 
-// What kvidx knows about a source right now. Exactly one is current.
-enum class SourceState : uint8_t {
-  kConnecting,    // added, no peer connection and no batch yet
-  kReplaying,     // a replay request is outstanding; live batches are held
-  kExact,         // every batch since a known state has been applied
-  kDegraded,      // batches were lost (or undecodable): the index may be wrong for this source
-  kDisconnected,  // the peer connection dropped (heartbeat timeout or close)
-};
-inline constexpr size_t kNumSourceStates = 5;
-std::string_view SourceStateName(SourceState s);  // "CONNECTING", ...
+// The one SourceState of the service (index/source_state.h): ingest drives
+// it, the index reports it with every answer.
+using kvidx::SourceState;
+using kvidx::kNumSourceStates;
+using kvidx::SourceStateName;
 
 enum class ReplayResult : uint8_t {
   kOk,           // everything from the requested seq was replayed
