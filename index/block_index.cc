@@ -319,13 +319,19 @@ void BlockIndex::Impl::MaybeRebase(SourceData& src, SourceId source, uint64_t ne
   src.clock = subtract ? src.clock - oldest : src.clock >> 1;
 }
 
+// Validates the ids of a Store/Remove before anything is touched.
+static Status CheckWriteIds(const void* model, ModelId model_id, SourceId source, Tier tier) {
+  if (model == nullptr) return Status::NotFound("unknown model id " + std::to_string(model_id));
+  if (source >= kMaxSources) return Status::OutOfRange("source id out of range");
+  if (static_cast<size_t>(tier) >= kMaxTiers) return Status::OutOfRange("tier id out of range");
+  return Status::Ok();
+}
+
 Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup group,
                          std::span<const BlockKey> hashes, std::optional<BlockKey> parent,
                          StoreOrigin origin) {
   Model* model = impl_->GetModel(model_id);
-  if (model == nullptr) return Status::NotFound("unknown model id " + std::to_string(model_id));
-  if (source >= kMaxSources) return Status::OutOfRange("source id out of range");
-  if (static_cast<size_t>(tier) >= kMaxTiers) return Status::OutOfRange("tier id out of range");
+  if (Status st = CheckWriteIds(model, model_id, source, tier); !st.ok()) return st;
   SourceData& src = *impl_->GetOrCreateSource(source);
   std::lock_guard<std::mutex> lock(src.mu);
   internal::SourceCounters& c = src.counters;
@@ -367,9 +373,7 @@ Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup g
 Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup group,
                           std::span<const BlockKey> hashes) {
   Model* model = impl_->GetModel(model_id);
-  if (model == nullptr) return Status::NotFound("unknown model id " + std::to_string(model_id));
-  if (source >= kMaxSources) return Status::OutOfRange("source id out of range");
-  if (static_cast<size_t>(tier) >= kMaxTiers) return Status::OutOfRange("tier id out of range");
+  if (Status st = CheckWriteIds(model, model_id, source, tier); !st.ok()) return st;
   SourceData& src = *impl_->GetOrCreateSource(source);
   std::lock_guard<std::mutex> lock(src.mu);
   internal::SourceCounters& c = src.counters;

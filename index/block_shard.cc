@@ -85,40 +85,6 @@ uint64_t Shard::ReadBeginSlow() const {
   }
 }
 
-
-
-void Shard::PrefetchRecord(const ProbeKey& k) const {
-  const Table* t = table_.load(std::memory_order_acquire);
-  if (t == nullptr) return;
-  uint32_t g = GroupOf(k.hash, t->groups);
-  uint64_t m = MatchTag(t->ctrl[g].load(std::memory_order_relaxed), k.tag());
-  if (m == 0) return;
-  Rec* r = RecAt(Ld(t->slots[g * 8 + LowestByte(m)]));
-  if (r != nullptr) __builtin_prefetch(r);
-}
-
-void Shard::PrefetchOwners(const ProbeKey& k) const {
-  const Table* t = table_.load(std::memory_order_acquire);
-  if (t == nullptr) return;
-  uint32_t g = GroupOf(k.hash, t->groups);
-  uint64_t m = MatchTag(t->ctrl[g].load(std::memory_order_relaxed), k.tag());
-  if (m == 0) return;
-  Rec* r = RecAt(Ld(t->slots[g * 8 + LowestByte(m)]));
-  if (r == nullptr || OwnerSource(Ld(r->w[2])) != kSrcOverflow) return;
-  AWord* p = PoolAt(Ld(r->w[3]));
-  if (p != nullptr) {
-    __builtin_prefetch(p);
-    __builtin_prefetch(reinterpret_cast<const char*>(p) + 64);
-  }
-}
-
-
-
-
-
-
-
-
 BlockKey Shard::KeyOf(uint32_t id) const {
   Rec* r = RecAt(id);
   if (r == nullptr) return {};

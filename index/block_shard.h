@@ -30,13 +30,7 @@
 // under -Wtsan). In TSan builds the seqlock and epoch fences become
 // read-modify-write operations with the same ordering guarantees; release
 // builds keep the cheaper fences.
-#if defined(__SANITIZE_THREAD__)
-#define KVIDX_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define KVIDX_TSAN 1
-#endif
-#endif
+// KVIDX_TSAN comes from epoch.h.
 
 namespace kvidx::internal {
 
@@ -172,8 +166,6 @@ class Shard {
   // change results. Group of `k` -> its control word and slots; the record
   // the first tag match points to; a record's overflow owner array.
   void PrefetchGroup(const ProbeKey& k) const;
-  void PrefetchRecord(const ProbeKey& k) const;
-  void PrefetchOwners(const ProbeKey& k) const;
   // Batched pipeline (FindPrefix): after PrefetchGroup(k), the record the
   // first tag match points to (prefetched), or nullptr; then its overflow
   // owner array. Unvalidated like the above: only a hint.

@@ -2,14 +2,6 @@
 
 #include <new>
 
-#if defined(__SANITIZE_THREAD__)
-#define KVIDX_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define KVIDX_TSAN 1
-#endif
-#endif
-
 namespace kvidx::internal {
 
 namespace {

@@ -24,6 +24,17 @@
 #include <shared_mutex>
 #include <vector>
 
+// KVIDX_TSAN: set when building under ThreadSanitizer, which rejects
+// atomic_thread_fence (GCC -Wtsan); the index then uses RMW operations with
+// the same ordering instead.
+#if defined(__SANITIZE_THREAD__)
+#define KVIDX_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KVIDX_TSAN 1
+#endif
+#endif
+
 namespace kvidx::internal {
 
 class EpochDomain {
