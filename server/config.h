@@ -1,0 +1,139 @@
+// ServerConfig: everything kvidx-server reads from its YAML file.
+//
+// Every setting has an embedded default, so an empty file (or no file) is a
+// valid configuration: a local service on 127.0.0.1 with no engines. The
+// schema is documented in docs/CONFIG.md; the defaults are the initialisers
+// below.
+//
+// Parsing is strict: an unknown key, a value of the wrong type or out of
+// range is an error whose message names the key path and the line, e.g.
+//   config.yaml:7: engines[1].dp_size: expected an integer in [1, 256], got "two"
+// so an operator's typo never silently becomes a default.
+//
+// Value types; thread-compatible. Errors are Status values (InvalidArgument
+// for bad contents, NotFound / Unavailable for an unreadable file).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/status.h"
+#include "ingest/ingest_options.h"
+#include "ingest/source_config.h"
+
+namespace kvidx::server {
+
+struct TlsConfig {
+  // PEM files. cert+key enable TLS; ca adds client-certificate checking.
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+  // With client_ca_file: reject clients without a valid certificate (mTLS).
+  // false = request but do not require (admin still needs a cert or token).
+  bool require_client_cert = true;
+  bool enabled() const { return !cert_file.empty(); }
+};
+
+struct GrpcConfig {
+  std::string listen = "127.0.0.1:50051";
+  TlsConfig tls;
+  // File holding the admin bearer token (one line). Empty = admin RPCs only
+  // with an mTLS client identity (or refused, without mTLS).
+  std::string admin_token_file;
+  // Limits. Over a limit: RESOURCE_EXHAUSTED naming the limit.
+  uint32_t max_message_bytes = 16 << 20;
+  uint32_t max_query_tokens = 1 << 20;     // token ids per query
+  uint32_t max_query_hashes = 1 << 16;     // block hashes per query
+  uint32_t max_batch_queries = 1024;       // queries per FindPrefixBatch
+  uint32_t max_concurrent_streams = 1024;  // per connection (HTTP/2 setting)
+  // Deadline applied to calls that carry none (0 = none).
+  uint32_t default_deadline_ms = 0;
+};
+
+struct MetricsConfig {
+  // host:port for the Prometheus /metrics endpoint; empty disables it.
+  std::string listen = "127.0.0.1:9464";
+};
+
+struct SnapshotConfig {
+  // Take a snapshot every N seconds (0 = never on a timer).
+  uint32_t interval_seconds = 30;
+  // ... and/or every M applied batches (0 = never by count).
+  uint64_t every_batches = 0;
+  // Snapshot on graceful shutdown (SIGTERM/SIGINT).
+  bool on_shutdown = true;
+  // fsync snapshot files (crash safety needs it; tests may turn it off).
+  bool sync = true;
+};
+
+enum class OnCorruptData : uint8_t { kFail, kStartEmpty };
+
+struct ModelConfig {
+  std::string name;
+  std::string hash_algo = "sha256";       // sha256 | sha256_cbor | xxhash | xxhash_cbor
+  std::optional<std::string> hash_seed;   // the engines' PYTHONHASHSEED; null = unset
+  uint32_t block_size = 16;               // vLLM hash_block_size
+  // How the model's engines publish block hashes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES).
+  bool int_block_hashes = true;
+  uint32_t max_query_blocks = 8192;
+  bool index_all_groups = false;
+};
+
+struct EngineEntry {
+  ingest::EngineConfig engine;
+  uint64_t gpu_blocks = 0;  // vLLM num_gpu_blocks per rank; 0 = unknown
+};
+
+struct LogConfig {
+  std::string level = "info";   // trace | debug | info | warn | error | critical | off
+  bool json = false;            // one JSON object per line
+};
+
+struct IngestConfig {
+  uint32_t threads = 1;
+  std::string topic_template;   // e.g. "kv@{replica}@{model}"
+  uint32_t replay_timeout_ms = 2000;
+  uint32_t replay_max_retries = 3;
+  uint32_t heartbeat_ivl_ms = 1000;
+  uint32_t heartbeat_timeout_ms = 5000;
+  int32_t sub_rcvhwm = 1'000'000;
+};
+
+struct ServerConfig {
+  GrpcConfig grpc;
+  MetricsConfig metrics;
+  std::string data_dir = "./kvidx-data";   // empty = no persistence
+  OnCorruptData on_corrupt = OnCorruptData::kFail;
+  SnapshotConfig snapshot;
+  IngestConfig ingest;
+  LogConfig log;
+  std::vector<ModelConfig> models;
+  std::vector<EngineEntry> engines;
+
+  const ModelConfig* FindModel(std::string_view name) const;
+};
+
+// Parses YAML text. `origin` names the text in errors (usually the path).
+// Checks cross references too: engine models exist, replica names unique,
+// hash algorithms known, endpoints valid (ExpandEngine).
+Result<ServerConfig> ParseConfig(std::string_view yaml, std::string_view origin = "<config>");
+// Reads and parses a file.
+Result<ServerConfig> LoadConfigFile(const std::string& path);
+
+// The IngestOptions the config implies (threads, timeouts, topic template).
+ingest::IngestOptions ToIngestOptions(const ServerConfig& config);
+
+// Engines whose definition differs between two configs, for a reload:
+// removed = replicas in `before` not in `after` or changed; added = replicas
+// in `after` not in `before` or changed. A changed engine is removed and
+// re-added (its sources cold-start).
+struct EngineDiff {
+  std::vector<std::string> removed;
+  std::vector<EngineEntry> added;
+};
+EngineDiff DiffEngines(const ServerConfig& before, const ServerConfig& after);
+
+}  // namespace kvidx::server
