@@ -887,6 +887,26 @@ bool OwnerLess(const OwnerRecord& a, const OwnerRecord& b) {
 }
 }  // namespace
 
+Status BlockIndex::LookupBlock(ModelId m, const BlockKey& key, std::vector<OwnerRecord>* out) const {
+  out->clear();
+  Model* model = impl_->GetModel(m);
+  if (model == nullptr) return Status::NotFound("model id " + std::to_string(m));
+  ProbeKey pk(key);
+  Shard& sh = model->shards[pk.shard()];
+  std::lock_guard<std::mutex> lock(sh.mu);
+  uint32_t id = sh.Find(pk);
+  if (id == kNoId) return Status::Ok();
+  uint32_t cnt = 0;
+  AWord* o = sh.Owners(sh.RecAt(id), &cnt);
+  for (uint32_t k = 0; o != nullptr && k < cnt; ++k) {
+    uint32_t okey = Ld(o[3 * k]);
+    uint32_t rh = Ld(o[3 * k + 2]);
+    out->push_back(OwnerRecord{m, key, OwnerSource(okey), static_cast<Tier>(OwnerTier(okey)), OwnerGroup(okey),
+                               RefOf(rh), HitsOf(rh), Ld(o[3 * k + 1])});
+  }
+  return Status::Ok();
+}
+
 void BlockIndex::Dump(IndexSnapshot* out) const {
   out->models.clear();
   out->source_clocks.clear();

@@ -174,6 +174,11 @@ class BlockIndex {
   Status PeekEvictionOrder(ModelId model, SourceId source, size_t n,
                            std::vector<BlockKey>* out) const;
 
+  // Every owner of one block (tiers, groups, refcounts, hits, recency), in
+  // owner order (source, tier, group). Empty when nobody holds it. Takes the
+  // block's shard mutex: for diagnosis (GetBlock RPC), not for routing.
+  Status LookupBlock(ModelId model, const BlockKey& key, std::vector<OwnerRecord>* out) const;
+
   // --- Stats ------------------------------------------------------------------
   SourceStats GetSourceStats(SourceId source) const;
   RecencyRankHistogram GetEvictionRankHistogram() const;

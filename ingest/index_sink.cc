@@ -30,7 +30,9 @@ StoreOrigin OriginOf(const KvEvent& e) {
 }  // namespace
 
 IndexSink::IndexSink(BlockIndex* index, SourceRegistry* sources, TierRegistry* tiers)
-    : index_(index), sources_(sources), tiers_(tiers) {}
+    : index_(index), sources_(sources), tiers_(tiers), last_seq_by_id_(new std::atomic<int64_t>[kMaxSources]) {
+  for (SourceId i = 0; i < kMaxSources; ++i) last_seq_by_id_[i].store(-1, std::memory_order_relaxed);
+}
 
 IndexSink::Binding* IndexSink::Find(uint64_t spec_id) const {
   std::shared_lock lock(mu_);
@@ -71,10 +73,20 @@ void IndexSink::OnSourceAdded(const SourceSpec& spec) {
   b->model_name = spec.model;
   b->dp_rank = spec.dp_rank;
   std::unique_lock lock(mu_);
+  if (auto it = seeds_.find(spec.name); it != seeds_.end()) {
+    b->last_seq.store(it->second.first, std::memory_order_relaxed);
+    b->last_ts.store(it->second.second, std::memory_order_relaxed);
+    b->has_seq.store(true, std::memory_order_release);
+    last_seq_by_id_[b->source].store(static_cast<int64_t>(it->second.first), std::memory_order_relaxed);
+    seeds_.erase(it);
+  } else {
+    last_seq_by_id_[b->source].store(-1, std::memory_order_relaxed);
+  }
   bindings_[spec.id] = std::move(b);
 }
 
 void IndexSink::OnBatch(const SourceSpec& spec, uint64_t seq, const EventBatch& batch, bool /*replayed*/) {
+  std::shared_lock gate(gate_);
   Binding* b = Find(spec.id);
   if (b == nullptr) {
     stats_.unbound_batches.fetch_add(1, std::memory_order_relaxed);
@@ -97,13 +109,23 @@ void IndexSink::OnBatch(const SourceSpec& spec, uint64_t seq, const EventBatch& 
   b->last_seq.store(seq, std::memory_order_relaxed);
   b->last_ts.store(batch.ts, std::memory_order_relaxed);
   b->has_seq.store(true, std::memory_order_release);
+  last_seq_by_id_[b->source].store(static_cast<int64_t>(seq), std::memory_order_relaxed);
+  stats_.applied_events.fetch_add(batch.events.size(), std::memory_order_relaxed);
+  stats_.applied_batches.fetch_add(1, std::memory_order_relaxed);
 }
 
 void IndexSink::OnSourceReset(const SourceSpec& spec, ResetReason /*reason*/) {
+  std::shared_lock gate(gate_);
   Binding* b = Find(spec.id);
   if (b == nullptr) return;
   Count(index_->ClearSource(b->source, std::nullopt));
   b->has_seq.store(false, std::memory_order_release);
+  last_seq_by_id_[b->source].store(-1, std::memory_order_relaxed);
+}
+
+void IndexSink::SeedWatermark(const std::string& source_name, uint64_t last_seq, double last_batch_ts) {
+  std::unique_lock lock(mu_);
+  seeds_[source_name] = {last_seq, last_batch_ts};
 }
 
 void IndexSink::OnSourceStateChanged(const SourceSpec& spec, SourceState /*from*/, SourceState to) {
@@ -112,6 +134,7 @@ void IndexSink::OnSourceStateChanged(const SourceSpec& spec, SourceState /*from*
 }
 
 void IndexSink::OnSourceRemoved(const SourceSpec& spec) {
+  std::shared_lock gate(gate_);
   std::unique_ptr<Binding> b;
   {
     std::unique_lock lock(mu_);
@@ -120,6 +143,7 @@ void IndexSink::OnSourceRemoved(const SourceSpec& spec) {
     b = std::move(it->second);
     bindings_.erase(it);
   }
+  last_seq_by_id_[b->source].store(-1, std::memory_order_relaxed);
   Count(index_->ClearSource(b->source, std::nullopt));
 }
 

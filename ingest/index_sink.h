@@ -35,6 +35,8 @@
 namespace kvidx::ingest {
 
 struct IndexSinkStats {
+  std::atomic<uint64_t> applied_batches{0};  // batches applied (monotone: orders answers)
+  std::atomic<uint64_t> applied_events{0};
   std::atomic<uint64_t> apply_errors{0};     // index calls that returned an error
   std::atomic<uint64_t> unbound_batches{0};  // batches for a source never added
 };
@@ -65,7 +67,22 @@ class IndexSink final : public BatchSink {
   // Watermarks of every bound source (control plane; snapshots).
   std::vector<SourceWatermark> Watermarks() const;
   std::optional<SourceId> FindSource(const std::string& replica, uint32_t dp_rank) const;
+  // Last applied seq of a bound source by SourceId (-1 = none): the index's
+  // position that query answers report. Lock-free.
+  int64_t LastSeq(SourceId id) const {
+    return id < kMaxSources ? last_seq_by_id_[id].load(std::memory_order_relaxed) : -1;
+  }
+  // Seeds the watermark a source resumes from (a restored snapshot), so a
+  // snapshot taken before its first new batch still records it. Call before
+  // the source is added; consumed by OnSourceAdded.
+  void SeedWatermark(const std::string& source_name, uint64_t last_seq, double last_batch_ts);
   const IndexSinkStats& stats() const { return stats_; }
+
+  // Holds every batch application (and reset, removal) back while alive, so
+  // the caller can Dump() the index and read Watermarks() as one consistent
+  // cut. A batch being applied finishes first; none starts until release.
+  // Never take it on an ingest thread.
+  std::unique_lock<std::shared_mutex> PauseApplies() { return std::unique_lock(gate_); }
 
  private:
   struct Binding {
@@ -86,6 +103,10 @@ class IndexSink final : public BatchSink {
   SourceRegistry* sources_;
   TierRegistry* tiers_;
   mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, std::pair<uint64_t, double>> seeds_;  // guarded by mu_
+  std::unique_ptr<std::atomic<int64_t>[]> last_seq_by_id_;
+  // Shared by appliers, exclusive for a snapshot cut (PauseApplies).
+  std::shared_mutex gate_;
   std::unordered_map<uint64_t, std::unique_ptr<Binding>> bindings_;  // by SourceSpec::id
   IndexSinkStats stats_;
 };

@@ -10,6 +10,7 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libssl-dev prometheus-cpp-dev libspdlog-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev
+  openssl curl                        # test certificates (TLS tests), /metrics checks
 )
 
 missing=()

@@ -1,0 +1,175 @@
+#include "server/admin_service.h"
+
+#include <algorithm>
+
+#include <grpcpp/security/auth_context.h>
+
+#include "server/kv_index_service.h"
+
+namespace kvidx::server {
+
+namespace {
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return d == 0;
+}
+
+}  // namespace
+
+Result<EngineEntry> EngineFromSpec(const v1::EngineSpec& spec) {
+  EngineEntry e;
+  if (spec.replica().empty()) return Status::InvalidArgument("engine.replica: required");
+  if (spec.model().empty()) return Status::InvalidArgument("engine.model: required");
+  if (spec.endpoint().empty()) return Status::InvalidArgument("engine.endpoint: required");
+  if (spec.dp_size() > 256) return Status::InvalidArgument("engine.dp_size: must be in [1, 256]");
+  e.engine.replica = spec.replica();
+  e.engine.model = spec.model();
+  e.engine.endpoint = spec.endpoint();
+  e.engine.replay_endpoint = spec.replay_endpoint();
+  e.engine.data_parallel_size = spec.dp_size() == 0 ? 1 : spec.dp_size();
+  if (spec.has_topic()) e.engine.topic = spec.topic();
+  if (spec.mode().empty() || spec.mode() == "connect") {
+    e.engine.mode = ingest::ConnectMode::kConnect;
+  } else if (spec.mode() == "bind") {
+    e.engine.mode = ingest::ConnectMode::kBind;
+  } else {
+    return Status::InvalidArgument("engine.mode: \"" + spec.mode() + "\" is not connect or bind");
+  }
+  e.gpu_blocks = spec.gpu_blocks();
+  return e;
+}
+
+AdminService::AdminService(Node* node, AdminAuth auth, RpcMetrics* metrics, SnapshotFn snapshot)
+    : node_(node), auth_(std::move(auth)), metrics_(metrics), snapshot_(std::move(snapshot)) {}
+
+grpc::Status AdminService::Authorize(const grpc::ServerContext* ctx) const {
+  if (!auth_.token.empty()) {
+    const auto& md = ctx->client_metadata();
+    auto it = md.find("authorization");
+    if (it != md.end()) {
+      std::string_view v(it->second.data(), it->second.size());
+      constexpr std::string_view kBearer = "Bearer ";
+      if (v.substr(0, kBearer.size()) == kBearer && ConstantTimeEquals(v.substr(kBearer.size()), auth_.token)) {
+        return grpc::Status::OK;
+      }
+      return {grpc::StatusCode::UNAUTHENTICATED, "authorization: invalid bearer token"};
+    }
+  }
+  if (auth_.mtls) {
+    std::shared_ptr<const grpc::AuthContext> ac = ctx->auth_context();
+    if (ac && ac->IsPeerAuthenticated()) return grpc::Status::OK;
+  }
+  if (auth_.token.empty() && !auth_.mtls) {
+    return {grpc::StatusCode::UNAUTHENTICATED,
+            "admin API disabled: configure grpc.admin_token_file or an mTLS client CA"};
+  }
+  return {grpc::StatusCode::UNAUTHENTICATED, "admin call needs a bearer token or an mTLS client certificate"};
+}
+
+#define KVIDX_ADMIN_PROLOGUE(method)                 \
+  RpcTimer timer(metrics_, method);                  \
+  if (grpc::Status a = Authorize(ctx); !a.ok()) {    \
+    timer.set_code(a.error_code());                  \
+    return a;                                        \
+  }
+
+grpc::Status AdminService::AddEngine(grpc::ServerContext* ctx, const v1::AddEngineRequest* req,
+                                     v1::AddEngineResponse* resp) {
+  KVIDX_ADMIN_PROLOGUE(RpcMethod::kAddEngine);
+  Result<EngineEntry> e = EngineFromSpec(req->engine());
+  if (!e.ok()) {
+    timer.set_code(grpc::StatusCode::INVALID_ARGUMENT);
+    return ToGrpc(e.status());
+  }
+  Result<std::vector<std::string>> names = node_->AddEngine(e.value());
+  if (!names.ok()) {
+    grpc::Status s = ToGrpc(names.status());
+    timer.set_code(s.error_code());
+    return s;
+  }
+  for (const std::string& n : names.value()) resp->add_sources(n);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::RemoveEngine(grpc::ServerContext* ctx, const v1::RemoveEngineRequest* req,
+                                        v1::RemoveEngineResponse*) {
+  KVIDX_ADMIN_PROLOGUE(RpcMethod::kRemoveEngine);
+  if (req->replica().empty()) {
+    timer.set_code(grpc::StatusCode::INVALID_ARGUMENT);
+    return {grpc::StatusCode::INVALID_ARGUMENT, "replica: required"};
+  }
+  grpc::Status s = ToGrpc(node_->RemoveEngine(req->replica()));
+  timer.set_code(s.error_code());
+  return s;
+}
+
+grpc::Status AdminService::ListSources(grpc::ServerContext* ctx, const v1::ListSourcesRequest*,
+                                       v1::ListSourcesResponse* resp) {
+  KVIDX_ADMIN_PROLOGUE(RpcMethod::kListSources);
+  std::vector<ingest::SourceStatus> sources = node_->ingester().ListSources();
+  std::sort(sources.begin(), sources.end(), [](const auto& a, const auto& b) { return a.spec.name < b.spec.name; });
+  const double now = ingest::WallNowSeconds();
+  for (const ingest::SourceStatus& s : sources) {
+    v1::SourceInfo* si = resp->add_sources();
+    si->set_source(s.spec.name);
+    si->set_replica(s.spec.replica);
+    si->set_dp_rank(s.spec.dp_rank);
+    si->set_model(s.spec.model);
+    si->set_state(ToProto(s.state));
+    si->set_has_seq(s.last_seq >= 0);
+    si->set_last_seq(s.last_seq >= 0 ? static_cast<uint64_t>(s.last_seq) : 0);
+    si->set_endpoint(s.endpoint);
+    si->set_replay_endpoint(s.spec.replay_endpoint);
+    si->set_lag_seconds(-1);
+    if (s.stats) {
+      const ingest::SourceStats& st = *s.stats;
+      si->set_batches(st.batches.load());
+      uint64_t ev = 0;
+      for (const auto& e : st.events) ev += e.load();
+      si->set_events(ev);
+      si->set_gaps(st.seq_gaps.load());
+      si->set_batches_replayed(st.batches_replayed.load());
+      si->set_batches_lost(st.batches_lost.load());
+      si->set_duplicates(st.duplicate_batches.load());
+      si->set_restarts(st.engine_restarts.load());
+      si->set_decode_errors(st.decode_error_total());
+      const double ts = st.last_batch_ts.load();
+      if (ts > 0) si->set_lag_seconds(std::max(0.0, now - ts));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::TriggerSnapshot(grpc::ServerContext* ctx, const v1::TriggerSnapshotRequest*,
+                                           v1::TriggerSnapshotResponse* resp) {
+  KVIDX_ADMIN_PROLOGUE(RpcMethod::kTriggerSnapshot);
+  Result<SnapshotOutcome> out = snapshot_();
+  if (!out.ok()) {
+    grpc::Status s = ToGrpc(out.status());
+    timer.set_code(s.error_code());
+    return s;
+  }
+  resp->set_generation(out->generation);
+  resp->set_bytes(out->bytes);
+  resp->set_duration_seconds(out->duration_seconds);
+  resp->set_owners(out->owners);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::Resync(grpc::ServerContext* ctx, const v1::ResyncRequest* req, v1::ResyncResponse*) {
+  KVIDX_ADMIN_PROLOGUE(RpcMethod::kResync);
+  if (req->source().empty()) {
+    timer.set_code(grpc::StatusCode::INVALID_ARGUMENT);
+    return {grpc::StatusCode::INVALID_ARGUMENT, "source: required"};
+  }
+  grpc::Status s = ToGrpc(node_->Resync(req->source()));
+  timer.set_code(s.error_code());
+  return s;
+}
+
+#undef KVIDX_ADMIN_PROLOGUE
+
+}  // namespace kvidx::server

@@ -1,0 +1,77 @@
+#include "server/metrics_endpoint.h"
+
+#include <map>
+#include <utility>
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+
+namespace kvidx::server {
+
+std::vector<prometheus::MetricFamily> ToFamilies(const std::vector<ingest::MetricSample>& samples,
+                                                 const std::vector<ingest::MetricFamilyInfo>& infos) {
+  std::map<std::string_view, const ingest::MetricFamilyInfo*> info_by_name;
+  for (const ingest::MetricFamilyInfo& i : infos) info_by_name[i.name] = &i;
+  std::vector<prometheus::MetricFamily> out;
+  std::map<std::string, size_t> family_of;  // name -> index in out
+  for (const ingest::MetricSample& s : samples) {
+    auto [it, fresh] = family_of.try_emplace(s.name, out.size());
+    if (fresh) {
+      prometheus::MetricFamily f;
+      f.name = s.name;
+      auto info = info_by_name.find(s.name);
+      f.help = info != info_by_name.end() ? std::string(info->second->help) : "kvidx metric " + s.name + ".";
+      f.type = s.kind == ingest::MetricSample::Kind::kCounter ? prometheus::MetricType::Counter
+                                                              : prometheus::MetricType::Gauge;
+      out.push_back(std::move(f));
+    }
+    prometheus::MetricFamily& f = out[it->second];
+    prometheus::ClientMetric m;
+    for (const auto& [k, v] : s.labels) m.label.push_back({k, v});
+    if (f.type == prometheus::MetricType::Counter) {
+      m.counter.value = s.value;
+    } else {
+      m.gauge.value = s.value;
+    }
+    f.metric.push_back(std::move(m));
+  }
+  return out;
+}
+
+class MetricsEndpoint::Collector final : public prometheus::Collectable {
+ public:
+  Collector(SampleCollector samples, std::vector<ingest::MetricFamilyInfo> infos, FamilyCollector families)
+      : samples_(std::move(samples)), infos_(std::move(infos)), families_(std::move(families)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> out;
+    if (samples_) out = ToFamilies(samples_(), infos_);
+    if (families_) families_(&out);
+    return out;
+  }
+
+ private:
+  SampleCollector samples_;
+  std::vector<ingest::MetricFamilyInfo> infos_;
+  FamilyCollector families_;
+};
+
+Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& listen, SampleCollector samples,
+                                                               std::vector<ingest::MetricFamilyInfo> infos,
+                                                               FamilyCollector families) {
+  std::unique_ptr<MetricsEndpoint> ep(new MetricsEndpoint());
+  ep->collector_ = std::make_shared<Collector>(std::move(samples), std::move(infos), std::move(families));
+  try {
+    // civetweb throws when it cannot bind; nothing else here should.
+    ep->exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
+  } catch (const std::exception& e) {
+    return Status::Unavailable("metrics.listen \"" + listen + "\": cannot listen: " + e.what());
+  }
+  ep->exposer_->RegisterCollectable(ep->collector_, "/metrics");
+  std::vector<int> ports = ep->exposer_->GetListeningPorts();
+  ep->port_ = ports.empty() ? 0 : ports.front();
+  return ep;
+}
+
+MetricsEndpoint::~MetricsEndpoint() = default;
+
+}  // namespace kvidx::server

@@ -1,0 +1,58 @@
+// MetricsEndpoint: the Prometheus /metrics HTTP endpoint (prometheus-cpp's
+// civetweb Exposer) serving whatever the collector callbacks return.
+//
+// Values are rendered on scrape from the live counters (library-neutral
+// MetricSample lists from ingest/index/persistence, and ready-made families
+// such as RpcMetrics'), so the data path never touches prometheus-cpp.
+// Samples of one name become one family; help and type come from the
+// registered MetricFamilyInfo lists (unknown names get a generic help).
+//
+// Thread-safety: scrapes run on the Exposer's threads and call the
+// collectors concurrently with everything else; collectors must be
+// thread-safe and must outlive the endpoint.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <prometheus/metric_family.h>
+
+#include "index/status.h"
+#include "ingest/source_stats.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace kvidx::server {
+
+using SampleCollector = std::function<std::vector<ingest::MetricSample>()>;
+using FamilyCollector = std::function<void(std::vector<prometheus::MetricFamily>*)>;
+
+// Groups samples into families (pure; exposed for tests).
+std::vector<prometheus::MetricFamily> ToFamilies(const std::vector<ingest::MetricSample>& samples,
+                                                 const std::vector<ingest::MetricFamilyInfo>& infos);
+
+class MetricsEndpoint {
+ public:
+  // Binds `listen` ("host:port"; port 0 picks one). Unavailable if the
+  // address cannot be bound.
+  static Result<std::unique_ptr<MetricsEndpoint>> Start(const std::string& listen, SampleCollector samples,
+                                                        std::vector<ingest::MetricFamilyInfo> infos,
+                                                        FamilyCollector families);
+  ~MetricsEndpoint();
+  MetricsEndpoint(const MetricsEndpoint&) = delete;
+  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
+  int port() const { return port_; }
+
+ private:
+  MetricsEndpoint() = default;
+  class Collector;
+  std::shared_ptr<Collector> collector_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+};
+
+}  // namespace kvidx::server

@@ -1,0 +1,339 @@
+#include "server/node.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "server/snapshot_format.h"
+
+namespace kvidx::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<uint64_t> g_next_model_uid{1};
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+uint64_t WallMs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+}  // namespace
+
+Node::Node(const ServerConfig& config) : config_(config), sink_(&index_, &sources_, &tiers_) {}
+
+Node::~Node() { Stop(); }
+
+Result<std::unique_ptr<Node>> Node::Create(const ServerConfig& config) {
+  std::unique_ptr<Node> node(new Node(config));
+  if (Status s = node->Restore(); !s.ok()) return s;
+  // Models after the restore: Restore() needs an empty index, and AddModel
+  // returns the restored id for a model the snapshot already had.
+  for (const ModelConfig& mc : config.models) {
+    Result<HashAlgo> algo = ParseHashAlgo(mc.hash_algo);
+    if (!algo.ok()) return Status::InvalidArgument("models." + mc.name + ".hash_algo: " + algo.status().message());
+    BlockHasherOptions ho;
+    ho.algo = algo.value();
+    ho.seed = mc.hash_seed;
+    ho.block_size = mc.block_size;
+    Result<BlockHasher> hasher = BlockHasher::Create(ho);
+    if (!hasher.ok()) return Status::InvalidArgument("models." + mc.name + ": " + hasher.status().message());
+    ModelOptions mo;
+    mo.max_query_blocks = mc.max_query_blocks;
+    mo.index_all_groups = mc.index_all_groups;
+    Result<ModelId> id = node->index_.AddModel(mc.name, mo);
+    if (!id.ok()) return id.status();
+    node->models_.push_back(std::make_unique<ModelRuntime>(ModelRuntime{mc, id.value(), std::move(hasher.value()), g_next_model_uid.fetch_add(1)}));
+  }
+  node->ingester_ = std::make_unique<ingest::Ingester>(ToIngestOptions(config), &node->sink_);
+  return node;
+}
+
+Status Node::Restore() {
+  if (config_.data_dir.empty()) return Status::Ok();
+  snapshot::StoreOptions so;
+  so.on_corrupt = config_.on_corrupt == OnCorruptData::kStartEmpty ? snapshot::OnCorrupt::kStartEmpty
+                                                                    : snapshot::OnCorrupt::kFail;
+  so.sync = config_.snapshot.sync;
+  Result<std::unique_ptr<snapshot::SnapshotStore>> store = snapshot::SnapshotStore::Open(config_.data_dir, so);
+  if (!store.ok()) return store.status();
+  store_ = std::move(store.value());
+  const Clock::time_point t0 = Clock::now();
+  Result<std::optional<snapshot::SnapshotData>> loaded = store_->LoadLatest();
+  if (!loaded.ok()) return loaded.status();
+  if (!store_->corruption().ok()) {
+    restore_.corruption = store_->corruption().ToString();
+    restore_.moved_aside_to = store_->moved_aside_to();
+    spdlog::error("data directory {} was unreadable ({}); moved aside to {} and starting empty (on_corrupt: "
+                  "start-empty)",
+                  config_.data_dir, restore_.corruption, restore_.moved_aside_to);
+  }
+  if (!loaded.value().has_value()) return Status::Ok();
+  const snapshot::SnapshotData& data = *loaded.value();
+  if (Status s = snapshot::ApplySnapshot(data, &tiers_, &sources_, &index_, &store_->stats()); !s.ok()) return s;
+  restore_.had_snapshot = true;
+  restore_.owners = data.index.owners.size();
+  for (const snapshot::SourceWatermark& w : data.sources) {
+    restored_[ingest::SourceName(w.replica, w.dp_rank)] = w;
+  }
+  restore_.duration_seconds = Seconds(Clock::now() - t0);
+  store_->stats().restore_duration_us.store(static_cast<uint64_t>(restore_.duration_seconds * 1e6));
+  spdlog::info("restored snapshot generation {} ({} owners, {} sources) in {:.3f} s", store_->current_generation(),
+               restore_.owners, data.sources.size(), restore_.duration_seconds);
+  return Status::Ok();
+}
+
+Status Node::Start() {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  if (started_) return Status::FailedPrecondition("node already started");
+  if (Status s = ingester_->Start(); !s.ok()) return s;
+  started_ = true;
+  // Restored sources that no configured engine rank resumes are dropped now,
+  // before any engine is added; resumable ones are taken by AddEngineLocked.
+  std::map<std::string, bool> configured;  // source name -> same model
+  for (const EngineEntry& e : config_.engines) {
+    for (uint32_t r = 0; r < e.engine.data_parallel_size; ++r) configured[ingest::SourceName(e.engine.replica, r)] = true;
+  }
+  for (auto it = restored_.begin(); it != restored_.end();) {
+    const snapshot::SourceWatermark& w = it->second;
+    bool keep = configured.count(it->first) > 0 && w.has_seq;
+    if (keep) {
+      const EngineEntry* e = nullptr;
+      for (const EngineEntry& c : config_.engines) {
+        if (c.engine.replica == w.replica) e = &c;
+      }
+      keep = e != nullptr && e->engine.model == w.model;
+    }
+    if (!keep) {
+      (void)index_.ClearSource(w.source_id, std::nullopt);
+      index_.SetSourceState(w.source_id, SourceState::kDisconnected);
+      ++restore_.sources_dropped;
+      spdlog::info("restored source {} dropped ({})", it->first,
+                   configured.count(it->first) == 0 ? "no longer configured"
+                   : !w.has_seq                      ? "no batch applied before the snapshot"
+                                                     : "model changed");
+      it = restored_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const EngineEntry& e : config_.engines) {
+    std::vector<std::string> names;
+    if (Status s = AddEngineLocked(e, &names); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+void Node::Stop() {
+  if (ingester_) ingester_->Stop();
+}
+
+const ModelRuntime* Node::FindModel(std::string_view name) const {
+  for (const auto& m : models_) {
+    if (m->config.name == name) return m.get();
+  }
+  return nullptr;
+}
+
+Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>* names) {
+  const ingest::EngineConfig& e = entry.engine;
+  if (engines_.count(e.replica) > 0) return Status::FailedPrecondition("replica \"" + e.replica + "\" already exists");
+  if (FindModel(e.model) == nullptr) return Status::NotFound("model \"" + e.model + "\" is not configured");
+  std::map<uint32_t, uint64_t> watermarks;
+  for (uint32_t r = 0; r < e.data_parallel_size; ++r) {
+    const std::string name = ingest::SourceName(e.replica, r);
+    names->push_back(name);
+    Result<SourceId> id = sources_.Register(e.replica, r);
+    if (!id.ok()) return id.status();
+    index_.SetSourceCapacity(id.value(), entry.gpu_blocks);
+    auto it = restored_.find(name);
+    if (it == restored_.end()) continue;
+    watermarks[r] = it->second.last_seq;
+    sink_.SeedWatermark(name, it->second.last_seq, it->second.last_batch_ts);
+    ++restore_.sources_resumed;
+    restored_.erase(it);
+  }
+  if (Status s = ingester_->AddEngine(e, watermarks); !s.ok()) return s;
+  engines_[e.replica] = entry;
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> Node::AddEngine(const EngineEntry& engine) {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  if (!started_) return Status::FailedPrecondition("node not started");
+  std::vector<std::string> names;
+  if (Status s = AddEngineLocked(engine, &names); !s.ok()) return s;
+  spdlog::info("engine {} added ({} source{})", engine.engine.replica, names.size(), names.size() == 1 ? "" : "s");
+  return names;
+}
+
+Status Node::RemoveEngine(std::string_view replica) {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  auto it = engines_.find(replica);
+  if (it == engines_.end()) return Status::NotFound("replica \"" + std::string(replica) + "\" is not configured");
+  if (Status s = ingester_->RemoveEngine(replica); !s.ok()) return s;
+  engines_.erase(it);
+  spdlog::info("engine {} removed", replica);
+  return Status::Ok();
+}
+
+Status Node::Resync(std::string_view source_or_replica) { return ingester_->Resync(source_or_replica); }
+
+std::vector<EngineEntry> Node::Engines() const {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  std::vector<EngineEntry> out;
+  for (const auto& [name, e] : engines_) out.push_back(e);
+  return out;
+}
+
+uint64_t Node::batches_since_snapshot() const {
+  return sink_.stats().applied_batches.load(std::memory_order_relaxed) -
+         batches_at_last_snapshot_.load(std::memory_order_relaxed);
+}
+
+Result<SnapshotOutcome> Node::Snapshot() {
+  if (store_ == nullptr) return Status::FailedPrecondition("no data_dir configured: snapshots are off");
+  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  const Clock::time_point t0 = Clock::now();
+  snapshot::SnapshotData data;
+  std::vector<ingest::SourceWatermark> marks;
+  uint64_t applied = 0;
+  {
+    // The cut: no batch is applied between the dump and the watermarks.
+    auto pause = sink_.PauseApplies();
+    index_.Dump(&data.index);
+    marks = sink_.Watermarks();
+    applied = sink_.stats().applied_batches.load(std::memory_order_relaxed);
+  }
+  std::map<SourceId, const ingest::SourceWatermark*> by_id;
+  for (const ingest::SourceWatermark& w : marks) by_id[w.id] = &w;
+  for (size_t i = 0; i < tiers_.size(); ++i) data.tier_names.emplace_back(tiers_.Name(static_cast<Tier>(i)));
+  const size_t n = sources_.size();
+  for (SourceId id = 0; id < n; ++id) {
+    const SourceInfo* info = sources_.Get(id);
+    snapshot::SourceWatermark w;
+    w.source_id = id;
+    if (info != nullptr) {
+      w.replica = info->replica;
+      w.dp_rank = info->dp_rank;
+    }
+    if (auto it = by_id.find(id); it != by_id.end()) {
+      w.model = it->second->model;
+      w.has_seq = it->second->has_seq;
+      w.last_seq = it->second->last_seq;
+      w.last_batch_ts = it->second->last_batch_ts;
+    }
+    w.state = static_cast<uint8_t>(index_.GetSourceState(id));
+    w.gpu_capacity_blocks = index_.GetSourceStats(id).gpu_capacity;
+    data.sources.push_back(std::move(w));
+  }
+  data.created_unix_ms = WallMs();
+  if (Status s = store_->Write(data); !s.ok()) return s;
+  batches_at_last_snapshot_.store(applied, std::memory_order_relaxed);
+  SnapshotOutcome out;
+  out.generation = store_->current_generation();
+  out.bytes = store_->stats().last_bytes.load(std::memory_order_relaxed);
+  out.owners = data.index.owners.size();
+  out.duration_seconds = Seconds(Clock::now() - t0);
+  spdlog::info("snapshot generation {}: {} owners, {} bytes, {:.3f} s", out.generation, out.owners, out.bytes,
+               out.duration_seconds);
+  return out;
+}
+
+const std::vector<ingest::MetricFamilyInfo>& Node::NodeMetricFamilies() {
+  using K = ingest::MetricSample::Kind;
+  static const std::vector<ingest::MetricFamilyInfo> kFamilies = {
+      {"kvidx_index_blocks", K::kGauge, "Distinct blocks held by any source, per model."},
+      {"kvidx_source_blocks", K::kGauge, "Distinct blocks a source holds, per tier."},
+      {"kvidx_source_gpu_copies", K::kGauge, "Physical GPU block copies a source is believed to hold."},
+      {"kvidx_source_gpu_capacity_blocks", K::kGauge, "Configured num_gpu_blocks of the source (0: unknown)."},
+      {"kvidx_source_over_capacity", K::kGauge, "1 if the index believes more GPU copies than the capacity."},
+      {"kvidx_stored_blocks_total", K::kCounter, "Block entries of indexed BlockStored events."},
+      {"kvidx_removed_blocks_total", K::kCounter, "Block entries of indexed BlockRemoved events."},
+      {"kvidx_unindexed_blocks_total", K::kCounter, "Block entries of KV-cache groups the model does not index."},
+      {"kvidx_block_hits_total", K::kCounter, "Engine-confirmed cache hits (full-report re-announcements)."},
+      {"kvidx_duplicate_copies_total", K::kCounter, "Stores that raised a block's reference count above 1."},
+      {"kvidx_drift_remove_unknown_total", K::kCounter, "Removals of blocks the index did not hold (missed store)."},
+      {"kvidx_drift_orphan_store_total", K::kCounter, "Stores whose parent the source did not hold (missed store)."},
+      {"kvidx_drift_reused_unknown_total", K::kCounter, "Re-announced (reused) blocks the index did not hold."},
+      {"kvidx_source_clears_total", K::kCounter, "Times a source's blocks were cleared."},
+      {"kvidx_applied_batches_total", K::kCounter, "Batches applied to the index, all sources."},
+      {"kvidx_apply_errors_total", K::kCounter, "Index calls that returned an error while applying batches."},
+      {"kvidx_unbound_batches_total", K::kCounter, "Batches for a source that was not bound (removed meanwhile)."},
+      {"kvidx_unknown_topic_messages_total", K::kCounter, "Messages on bound sockets whose topic no source claims."},
+      {"kvidx_snapshots_total", K::kCounter, "Snapshot attempts by result."},
+      {"kvidx_snapshot_duration_seconds", K::kGauge, "Duration of the last snapshot."},
+      {"kvidx_snapshot_bytes", K::kGauge, "Size of the last snapshot file."},
+      {"kvidx_snapshot_age_seconds", K::kGauge, "Age of the newest complete snapshot (-1: none)."},
+      {"kvidx_restore_duration_seconds", K::kGauge, "Duration of the restore at start."},
+      {"kvidx_restored_blocks", K::kGauge, "Owner records restored at start."},
+      {"kvidx_restore_dropped_sources", K::kGauge, "Restored sources dropped at start (unconfigured or not resumable)."},
+      {"kvidx_corrupt_data_dir_total", K::kCounter, "Corrupt data directories moved aside (on_corrupt: start-empty)."},
+  };
+  return kFamilies;
+}
+
+std::vector<ingest::MetricSample> Node::RenderMetrics() const {
+  using K = ingest::MetricSample::Kind;
+  std::vector<ingest::MetricSample> out = ingester_->RenderMetrics();
+  auto add = [&](std::string name, double v, K kind, std::vector<std::pair<std::string, std::string>> labels = {}) {
+    ingest::MetricSample m;
+    m.name = std::move(name);
+    m.labels = std::move(labels);
+    m.value = v;
+    m.kind = kind;
+    out.push_back(std::move(m));
+  };
+  for (const auto& m : models_) {
+    add("kvidx_index_blocks", static_cast<double>(index_.BlockCount(m->id)), K::kGauge, {{"model", m->config.name}});
+  }
+  const size_t n = sources_.size();
+  for (SourceId id = 0; id < n; ++id) {
+    const SourceInfo* info = sources_.Get(id);
+    if (info == nullptr) continue;
+    const std::string src = ingest::SourceName(info->replica, info->dp_rank);
+    SourceStats st = index_.GetSourceStats(id);
+    for (const auto& [tier, blocks] : st.blocks_per_tier) {
+      add("kvidx_source_blocks", static_cast<double>(blocks), K::kGauge,
+          {{"source", src}, {"tier", std::string(tiers_.Name(tier))}});
+    }
+    auto d = [](uint64_t v) { return static_cast<double>(v); };
+    add("kvidx_source_gpu_copies", d(st.gpu_copies), K::kGauge, {{"source", src}});
+    add("kvidx_source_gpu_capacity_blocks", d(st.gpu_capacity), K::kGauge, {{"source", src}});
+    add("kvidx_source_over_capacity", st.over_capacity ? 1 : 0, K::kGauge, {{"source", src}});
+    add("kvidx_stored_blocks_total", d(st.stored_blocks), K::kCounter, {{"source", src}});
+    add("kvidx_removed_blocks_total", d(st.removed_blocks), K::kCounter, {{"source", src}});
+    add("kvidx_unindexed_blocks_total", d(st.unindexed_blocks), K::kCounter, {{"source", src}});
+    add("kvidx_block_hits_total", d(st.hits), K::kCounter, {{"source", src}});
+    add("kvidx_duplicate_copies_total", d(st.duplicate_copies), K::kCounter, {{"source", src}});
+    add("kvidx_drift_remove_unknown_total", d(st.drift_remove_unknown), K::kCounter, {{"source", src}});
+    add("kvidx_drift_orphan_store_total", d(st.drift_orphan_store), K::kCounter, {{"source", src}});
+    add("kvidx_drift_reused_unknown_total", d(st.drift_reused_unknown), K::kCounter, {{"source", src}});
+    add("kvidx_source_clears_total", d(st.clears), K::kCounter, {{"source", src}});
+  }
+  const ingest::IndexSinkStats& ss = sink_.stats();
+  add("kvidx_applied_batches_total", static_cast<double>(ss.applied_batches.load()), K::kCounter);
+  add("kvidx_apply_errors_total", static_cast<double>(ss.apply_errors.load()), K::kCounter);
+  add("kvidx_unbound_batches_total", static_cast<double>(ss.unbound_batches.load()), K::kCounter);
+  add("kvidx_unknown_topic_messages_total", static_cast<double>(ingester_->unknown_topic_messages()), K::kCounter);
+  if (store_ != nullptr) {
+    snapshot::SnapshotStats& st = store_->stats();
+    add("kvidx_snapshots_total", static_cast<double>(st.snapshots_ok.load()), K::kCounter, {{"result", "ok"}});
+    add("kvidx_snapshots_total", static_cast<double>(st.snapshots_failed.load()), K::kCounter, {{"result", "error"}});
+    add("kvidx_snapshot_duration_seconds", static_cast<double>(st.last_duration_us.load()) / 1e6, K::kGauge);
+    add("kvidx_snapshot_bytes", static_cast<double>(st.last_bytes.load()), K::kGauge);
+    add("kvidx_snapshot_age_seconds", st.AgeSeconds(WallMs()), K::kGauge);
+    add("kvidx_restore_duration_seconds", static_cast<double>(st.restore_duration_us.load()) / 1e6, K::kGauge);
+    add("kvidx_restored_blocks", static_cast<double>(st.restored_blocks.load()), K::kGauge);
+    add("kvidx_corrupt_data_dir_total", static_cast<double>(st.corrupt_start_empty_total.load()), K::kCounter);
+  }
+  add("kvidx_restore_dropped_sources", static_cast<double>(restore_.sources_dropped), K::kGauge);
+  return out;
+}
+
+}  // namespace kvidx::server

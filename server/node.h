@@ -1,0 +1,137 @@
+// Node: the data plane of one kvidx service and the control operations on
+// it, without any RPC. It owns the block index, the registries, the ingest
+// side (Ingester + IndexSink) and the snapshot store, and knows the
+// configured models (with their block hashers) and engines.
+//
+// Create() restores the latest snapshot from the data directory (a corrupt
+// or incompatible directory is an error unless on_corrupt is start-empty,
+// which moves it aside and is logged and counted). Start() adds every
+// configured engine: a rank the snapshot knows resumes from its watermark
+// through replay, others cold-start; restored sources that are no longer
+// configured (or whose model changed, or that never applied a batch) are
+// dropped from the index first so nothing is counted twice.
+//
+// Snapshot() takes a consistent cut: batch application pauses (IndexSink::
+// PauseApplies) while the index is dumped and the watermarks are read, then
+// resumes before anything is written to disk. Queries never pause.
+//
+// Thread-safety: query-side accessors (index(), FindModel(), sink()) are
+// safe from any thread at any time. Control calls (AddEngine, RemoveEngine,
+// Resync, Snapshot) may come from any thread and are serialised internally.
+// Models are fixed at Create().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/block_hasher.h"
+#include "index/block_index.h"
+#include "index/source_registry.h"
+#include "index/status.h"
+#include "index/tier.h"
+#include "ingest/index_sink.h"
+#include "ingest/ingester.h"
+#include "ingest/source_stats.h"
+#include "server/config.h"
+#include "server/server.h"
+#include "server/snapshot_store.h"
+
+namespace kvidx::server {
+
+// A configured model as queries need it.
+struct ModelRuntime {
+  ModelConfig config;
+  ModelId id = 0;
+  // A template: BlockHasher keeps scratch buffers, so each querying thread
+  // hashes with its own copy (keyed by uid, which no other ModelRuntime in
+  // the process ever has).
+  BlockHasher hasher;
+  uint64_t uid = 0;
+};
+
+// What the restore on start found and did (logged, exported, tested).
+struct RestoreReport {
+  bool had_snapshot = false;
+  uint64_t owners = 0;
+  uint64_t sources_resumed = 0;  // ranks resuming from a watermark
+  uint64_t sources_dropped = 0;  // restored sources no longer configured / not resumable
+  double duration_seconds = 0;
+  std::string corruption;        // start-empty: what was wrong ("" if nothing)
+  std::string moved_aside_to;
+};
+
+class Node {
+ public:
+  static Result<std::unique_ptr<Node>> Create(const ServerConfig& config);
+  ~Node();  // Stop()s
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Starts ingest and adds the configured engines.
+  Status Start();
+  // Stops ingest (no more batches applied). Idempotent.
+  void Stop();
+
+  // --- Query side ------------------------------------------------------------
+  const ModelRuntime* FindModel(std::string_view name) const;
+  const std::vector<std::unique_ptr<ModelRuntime>>& models() const { return models_; }
+  const BlockIndex& index() const { return index_; }
+  const SourceRegistry& sources() const { return sources_; }
+  const TierRegistry& tiers() const { return tiers_; }
+  const ingest::IndexSink& sink() const { return sink_; }
+  const ingest::Ingester& ingester() const { return *ingester_; }
+
+  // --- Control ---------------------------------------------------------------
+  // Adds an engine (all DP ranks); returns the source names.
+  Result<std::vector<std::string>> AddEngine(const EngineEntry& engine);
+  Status RemoveEngine(std::string_view replica);
+  Status Resync(std::string_view source_or_replica);
+  std::vector<EngineEntry> Engines() const;
+  // A consistent snapshot to the data directory. FailedPrecondition without one.
+  Result<SnapshotOutcome> Snapshot();
+  bool persistent() const { return store_ != nullptr; }
+  snapshot::SnapshotStats* snapshot_stats() const { return store_ ? &store_->stats() : nullptr; }
+  const RestoreReport& restore_report() const { return restore_; }
+  // Batches applied since the last snapshot (the every_batches trigger).
+  uint64_t batches_since_snapshot() const;
+
+  // Every exported sample of ingest, the index and persistence.
+  std::vector<ingest::MetricSample> RenderMetrics() const;
+  // Help text of the families RenderMetrics emits beyond ingest's own.
+  static const std::vector<ingest::MetricFamilyInfo>& NodeMetricFamilies();
+
+ private:
+  explicit Node(const ServerConfig& config);
+  Status Restore();
+  Status AddEngineLocked(const EngineEntry& engine, std::vector<std::string>* names);
+
+  const ServerConfig config_;
+  TierRegistry tiers_;
+  SourceRegistry sources_;
+  BlockIndex index_;
+  ingest::IndexSink sink_;
+  std::unique_ptr<ingest::Ingester> ingester_;
+  std::unique_ptr<snapshot::SnapshotStore> store_;
+  std::vector<std::unique_ptr<ModelRuntime>> models_;
+
+  mutable std::mutex control_mu_;  // engines_, restored_, started_; serialises control calls
+  std::map<std::string, EngineEntry, std::less<>> engines_;
+  // Watermarks from the restored snapshot, by "<replica>/dp<rank>", until
+  // Start() has consumed them.
+  std::map<std::string, snapshot::SourceWatermark> restored_;
+  bool started_ = false;
+  RestoreReport restore_;
+
+  std::mutex snapshot_mu_;  // one snapshot at a time
+  std::atomic<uint64_t> batches_at_last_snapshot_{0};
+};
+
+}  // namespace kvidx::server
