@@ -15,4 +15,24 @@ inline constexpr int kExitUsage = 2;  // bad command line
 // kvidx hash: vLLM block hashes of a token sequence (hash_command.cc).
 int RunHash(int argc, char** argv);
 
+// Subcommands that talk to a kvidx server through client::Client. They share
+// the connection flags and output conventions of cli_common.h: aligned
+// tables by default, one JSON document with --json (written by
+// json_writer.h; hashes and seqs as decimal strings).
+
+// kvidx status: GetStats (status_command.cc).
+int RunStatus(int argc, char** argv);
+// kvidx watch: GetStats deltas and source states, refreshed (status_command.cc).
+int RunWatch(int argc, char** argv);
+// kvidx sources: admin ListSources (sources_command.cc).
+int RunSources(int argc, char** argv);
+// kvidx query: FindPrefix by tokens or hashes (query_command.cc).
+int RunQuery(int argc, char** argv);
+// kvidx block: GetBlock, the owners of one block (query_command.cc).
+int RunBlock(int argc, char** argv);
+// kvidx snapshot / resync / engines add|remove|list (admin_commands.cc).
+int RunSnapshot(int argc, char** argv);
+int RunResync(int argc, char** argv);
+int RunEngines(int argc, char** argv);
+
 }  // namespace kvidx::cli

@@ -16,6 +16,14 @@ struct Subcommand {
 // Add new subcommands here (implementation in their own file, declared in commands.h).
 constexpr Subcommand kSubcommands[] = {
     {"hash", kvidx::cli::RunHash, "compute vLLM block hashes of a token sequence"},
+    {"status", kvidx::cli::RunStatus, "server version, uptime, models and ingest counters"},
+    {"sources", kvidx::cli::RunSources, "every source's state, position and counters (admin)"},
+    {"query", kvidx::cli::RunQuery, "longest cached prefix of a prompt, per replica"},
+    {"block", kvidx::cli::RunBlock, "who holds one block"},
+    {"engines", kvidx::cli::RunEngines, "add, remove or list engines (add/remove: admin)"},
+    {"resync", kvidx::cli::RunResync, "resynchronise a source or replica (admin)"},
+    {"snapshot", kvidx::cli::RunSnapshot, "write a snapshot now (admin)"},
+    {"watch", kvidx::cli::RunWatch, "live rates and source states"},
 };
 
 void PrintUsage(FILE* out) {
