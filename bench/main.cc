@@ -4,6 +4,7 @@
 //   kvidx-bench w1 [--prompts=N ...]        workload W1 (shared/bench/workload.md)
 //   kvidx-bench snapshot [--n=N]           snapshot / restore of N index entries
 //   kvidx-bench ingest ...                 PUB -> decode -> sink, end to end
+//   kvidx-bench grpc ...                   FindPrefix over gRPC while ingest runs
 //
 // Custom drivers exist where Google Benchmark's per-iteration model does not
 // fit: W1 reports a checksum, latency percentiles and resident-memory growth.
@@ -20,6 +21,10 @@
 #include "bench/snapshot_bench.h"
 #define KVIDX_HAVE_SNAPSHOT 1
 #endif
+#if __has_include("bench/grpc_bench.h")
+#include "bench/grpc_bench.h"
+#define KVIDX_HAVE_GRPC 1
+#endif
 #if __has_include("bench/ingest_bench.h")
 #include "bench/ingest_bench.h"
 #define KVIDX_HAVE_INGEST 1
@@ -32,6 +37,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef KVIDX_HAVE_SNAPSHOT
     if (std::strcmp(argv[1], "snapshot") == 0) return RunSnapshotBench(argc - 1, argv + 1);
+#endif
+#ifdef KVIDX_HAVE_GRPC
+    if (std::strcmp(argv[1], "grpc") == 0) return RunGrpcBench(argc - 1, argv + 1);
 #endif
 #ifdef KVIDX_HAVE_INGEST
     if (std::strcmp(argv[1], "ingest") == 0) return RunIngestBench(argc - 1, argv + 1);
