@@ -74,10 +74,11 @@ void IndexSink::OnSourceAdded(const SourceSpec& spec) {
   b->dp_rank = spec.dp_rank;
   std::unique_lock lock(mu_);
   if (auto it = seeds_.find(spec.name); it != seeds_.end()) {
-    b->last_seq.store(it->second.first, std::memory_order_relaxed);
-    b->last_ts.store(it->second.second, std::memory_order_relaxed);
+    b->last_seq.store(it->second.seq, std::memory_order_relaxed);
+    b->last_ts.store(it->second.ts, std::memory_order_relaxed);
+    b->last_fp.store(it->second.fingerprint, std::memory_order_relaxed);
     b->has_seq.store(true, std::memory_order_release);
-    last_seq_by_id_[b->source].store(static_cast<int64_t>(it->second.first), std::memory_order_relaxed);
+    last_seq_by_id_[b->source].store(static_cast<int64_t>(it->second.seq), std::memory_order_relaxed);
     seeds_.erase(it);
   } else {
     last_seq_by_id_[b->source].store(-1, std::memory_order_relaxed);
@@ -108,6 +109,7 @@ void IndexSink::OnBatch(const SourceSpec& spec, uint64_t seq, const EventBatch& 
   }
   b->last_seq.store(seq, std::memory_order_relaxed);
   b->last_ts.store(batch.ts, std::memory_order_relaxed);
+  b->last_fp.store(batch.payload_fingerprint, std::memory_order_relaxed);
   b->has_seq.store(true, std::memory_order_release);
   last_seq_by_id_[b->source].store(static_cast<int64_t>(seq), std::memory_order_relaxed);
   stats_.applied_events.fetch_add(batch.events.size(), std::memory_order_relaxed);
@@ -123,9 +125,10 @@ void IndexSink::OnSourceReset(const SourceSpec& spec, ResetReason /*reason*/) {
   last_seq_by_id_[b->source].store(-1, std::memory_order_relaxed);
 }
 
-void IndexSink::SeedWatermark(const std::string& source_name, uint64_t last_seq, double last_batch_ts) {
+void IndexSink::SeedWatermark(const std::string& source_name, uint64_t last_seq, double last_batch_ts,
+                              uint64_t last_fingerprint) {
   std::unique_lock lock(mu_);
-  seeds_[source_name] = {last_seq, last_batch_ts};
+  seeds_[source_name] = Seed{last_seq, last_batch_ts, last_fingerprint};
 }
 
 void IndexSink::OnSourceStateChanged(const SourceSpec& spec, SourceState /*from*/, SourceState to) {
@@ -161,6 +164,7 @@ std::vector<SourceWatermark> IndexSink::Watermarks() const {
     w.has_seq = b->has_seq.load(std::memory_order_acquire);
     w.last_seq = b->last_seq.load(std::memory_order_relaxed);
     w.last_batch_ts = b->last_ts.load(std::memory_order_relaxed);
+    w.last_fingerprint = b->last_fp.load(std::memory_order_relaxed);
     out.push_back(std::move(w));
   }
   return out;

@@ -51,6 +51,7 @@ struct SourceWatermark {
   bool has_seq = false;
   uint64_t last_seq = 0;
   double last_batch_ts = 0;  // identity of the batch at last_seq (a replayed copy has the same ts)
+  uint64_t last_fingerprint = 0;  // EventBatch::payload_fingerprint of that batch (0 = unknown)
 };
 
 class IndexSink final : public BatchSink {
@@ -75,7 +76,8 @@ class IndexSink final : public BatchSink {
   // Seeds the watermark a source resumes from (a restored snapshot), so a
   // snapshot taken before its first new batch still records it. Call before
   // the source is added; consumed by OnSourceAdded.
-  void SeedWatermark(const std::string& source_name, uint64_t last_seq, double last_batch_ts);
+  void SeedWatermark(const std::string& source_name, uint64_t last_seq, double last_batch_ts,
+                     uint64_t last_fingerprint);
   const IndexSinkStats& stats() const { return stats_; }
 
   // Holds every batch application (and reset, removal) back while alive, so
@@ -93,6 +95,7 @@ class IndexSink final : public BatchSink {
     std::atomic<bool> has_seq{false};
     std::atomic<uint64_t> last_seq{0};
     std::atomic<double> last_ts{0};
+    std::atomic<uint64_t> last_fp{0};
   };
 
   Binding* Find(uint64_t spec_id) const;
@@ -103,7 +106,12 @@ class IndexSink final : public BatchSink {
   SourceRegistry* sources_;
   TierRegistry* tiers_;
   mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, std::pair<uint64_t, double>> seeds_;  // guarded by mu_
+  struct Seed {
+    uint64_t seq = 0;
+    double ts = 0;
+    uint64_t fingerprint = 0;
+  };
+  std::unordered_map<std::string, Seed> seeds_;  // guarded by mu_
   std::unique_ptr<std::atomic<int64_t>[]> last_seq_by_id_;
   // Shared by appliers, exclusive for a snapshot cut (PauseApplies).
   std::shared_mutex gate_;

@@ -25,6 +25,7 @@ struct IngestThread::Command {
   enum class Kind : uint8_t { kAdd, kRemove, kResync } kind = Kind::kAdd;
   SourceSpec spec;
   std::optional<uint64_t> watermark;
+  std::optional<uint64_t> watermark_fingerprint;
   uint64_t id = 0;
   std::promise<Status> done;
 };
@@ -103,7 +104,7 @@ class IngestThread::Loop {
   };
 
   bool ProcessCommands();  // false = stop
-  Status DoAdd(const SourceSpec& spec, std::optional<uint64_t> watermark);
+  Status DoAdd(const SourceSpec& spec, std::optional<uint64_t> watermark, std::optional<uint64_t> fingerprint);
   Status DoRemove(uint64_t id);
   Status DoResync(uint64_t id);
   void RebuildPollSet();
@@ -188,6 +189,7 @@ Sequencer::ApplyOutcome IngestThread::Loop::Apply(Source& s, uint64_t seq, std::
   }
   if (batch_.unknown_events != 0) SourceStats::Inc(st.unknown_events, batch_.unknown_events);
   st.last_batch_ts.store(batch_.ts, std::memory_order_relaxed);
+  batch_.payload_fingerprint = Sequencer::FingerprintOf(payload);
   try {
     sink_->OnBatch(s.spec, seq, batch_, replayed);
   } catch (const std::exception& e) {
@@ -272,7 +274,8 @@ void IngestThread::Loop::CloseListener(Listener& l) {
 
 // ---- control ---------------------------------------------------------------
 
-Status IngestThread::Loop::DoAdd(const SourceSpec& spec, std::optional<uint64_t> watermark) {
+Status IngestThread::Loop::DoAdd(const SourceSpec& spec, std::optional<uint64_t> watermark,
+                                 std::optional<uint64_t> fingerprint) {
   if (sources_.contains(spec.id)) {
     return Status::InvalidArgument("source id " + std::to_string(spec.id) + " (" + spec.name + ") already added");
   }
@@ -332,6 +335,7 @@ Status IngestThread::Loop::DoAdd(const SourceSpec& spec, std::optional<uint64_t>
   Sequencer::Options so;
   so.has_replay = spec.has_replay();
   so.watermark = watermark;
+  so.watermark_fingerprint = fingerprint;
   so.replay_timeout = opts_.replay_timeout;
   so.replay_max_retries = opts_.replay_max_retries;
   so.replay_backoff = opts_.replay_backoff;
@@ -403,7 +407,7 @@ bool IngestThread::Loop::ProcessCommands() {
     Status st;
     try {
       switch (c->kind) {
-        case Command::Kind::kAdd: st = DoAdd(c->spec, c->watermark); break;
+        case Command::Kind::kAdd: st = DoAdd(c->spec, c->watermark, c->watermark_fingerprint); break;
         case Command::Kind::kRemove: st = DoRemove(c->id); break;
         case Command::Kind::kResync: st = DoResync(c->id); break;
       }
@@ -744,11 +748,13 @@ Status IngestThread::Submit(std::unique_ptr<Command> cmd) {
   return fut.get();
 }
 
-Status IngestThread::AddSource(const SourceSpec& spec, std::optional<uint64_t> watermark) {
+Status IngestThread::AddSource(const SourceSpec& spec, std::optional<uint64_t> watermark,
+                               std::optional<uint64_t> watermark_fingerprint) {
   auto c = std::make_unique<Command>();
   c->kind = Command::Kind::kAdd;
   c->spec = spec;
   c->watermark = watermark;
+  c->watermark_fingerprint = watermark_fingerprint;
   return Submit(std::move(c));
 }
 

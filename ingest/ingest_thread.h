@@ -58,7 +58,8 @@ class IngestThread {
 
   // Starts ingesting `spec` (its id must be unique). `watermark` = the last
   // seq the index already holds for it (restart from a snapshot).
-  Status AddSource(const SourceSpec& spec, std::optional<uint64_t> watermark = std::nullopt);
+  Status AddSource(const SourceSpec& spec, std::optional<uint64_t> watermark = std::nullopt,
+                   std::optional<uint64_t> watermark_fingerprint = std::nullopt);
   Status RemoveSource(uint64_t source_id);
   // Operator resync: clear the source's blocks and replay what the engine's
   // ring still holds.

@@ -55,7 +55,7 @@ size_t Ingester::ThreadFor(std::string_view source_name) const {
   return std::hash<std::string_view>{}(source_name) % opts_.num_threads;
 }
 
-Status Ingester::AddEngine(const EngineConfig& engine, const std::map<uint32_t, uint64_t>& watermarks) {
+Status Ingester::AddEngine(const EngineConfig& engine, const std::map<uint32_t, ResumePoint>& watermarks) {
   auto expanded = ExpandEngine(engine, opts_.topic_template);
   if (!expanded.ok()) return expanded.status();
   std::vector<SourceSpec>& specs = expanded.value();
@@ -79,8 +79,12 @@ Status Ingester::AddEngine(const EngineConfig& engine, const std::map<uint32_t, 
   for (; added < entries.size(); ++added) {
     const Entry& e = entries[added];
     std::optional<uint64_t> wm;
-    if (auto it = watermarks.find(e.spec.dp_rank); it != watermarks.end()) wm = it->second;
-    failed = threads_[e.thread]->AddSource(e.spec, wm);
+    std::optional<uint64_t> fp;
+    if (auto it = watermarks.find(e.spec.dp_rank); it != watermarks.end()) {
+      wm = it->second.last_seq;
+      fp = it->second.fingerprint;
+    }
+    failed = threads_[e.thread]->AddSource(e.spec, wm, fp);
     if (!failed.ok()) break;
   }
   if (failed.ok()) return Status::Ok();

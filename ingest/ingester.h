@@ -54,10 +54,16 @@ class Ingester {
   Status Start();
   void Stop();
 
+  // Where a restored source resumes: the last seq the index holds and, if
+  // known, that batch's payload fingerprint (EventBatch::payload_fingerprint).
+  struct ResumePoint {
+    uint64_t last_seq = 0;
+    std::optional<uint64_t> fingerprint;
+  };
   // Adds an engine: all its DP ranks, or none if one fails. `watermarks`
   // maps a DP rank to the last seq the index already holds for it (restart
   // from a snapshot); ranks without one cold-start (replay from 0).
-  Status AddEngine(const EngineConfig& engine, const std::map<uint32_t, uint64_t>& watermarks = {});
+  Status AddEngine(const EngineConfig& engine, const std::map<uint32_t, ResumePoint>& watermarks = {});
   // Removes every source of the replica (BatchSink::OnSourceRemoved each).
   Status RemoveEngine(std::string_view replica);
   // Operator resync of one source ("<replica>/dp<rank>") or, given a replica

@@ -27,8 +27,14 @@ std::optional<uint64_t> Sequencer::KnownFingerprint(uint64_t seq) const {
 void Sequencer::Start(Clock::time_point now) {
   last_ = opts_.watermark;
   if (last_) stats_->last_seq.store(static_cast<int64_t>(*last_), std::memory_order_relaxed);
+  if (last_ && opts_.watermark_fingerprint) {
+    Fingerprint& f = fingerprints_[*last_ % fingerprints_.size()];
+    f.seq_plus_one = *last_ + 1;
+    f.hash = *opts_.watermark_fingerprint;
+  }
   if (opts_.has_replay) {
-    StartReplay(NextSeq(), ReplayReason::kStart, std::nullopt, now);
+    // Resuming: verify continuity at the watermark itself (see header).
+    StartReplay(NextSeq(), ReplayReason::kStart, last_, now);
   } else {
     // Nothing tells us what the engine published before we connected: the
     // first live seq will (0 = nothing missed).
@@ -229,8 +235,9 @@ void Sequencer::OnReplayEnd(Clock::time_point now) {
   if (!replaying_ || replay_.waiting_resend) return;
   if (replay_.verify && replay_.first_of_attempt) {
     // Nothing at or after our last seq: the engine's sequence is behind
-    // ours, so it is a new engine, and its ring (just replied) is empty.
-    RestartDuringReplay(/*replay_from_zero=*/false, now);
+    // ours, so it is a new engine. Its ring may still hold seqs below ours
+    // (it published while we were away): replay it from 0.
+    RestartDuringReplay(/*replay_from_zero=*/true, now);
     return;
   }
   EndReplay(replay_.partial ? ReplayResult::kPartial : ReplayResult::kOk, now);

@@ -23,7 +23,11 @@
 //     merged in arrival order once it ends; whatever the replay already
 //     applied is dropped from them as duplicates.
 //   - cold start (no watermark) replays from 0; a restore from a snapshot
-//     watermark W replays from W + 1.
+//     watermark W asks for replay from W itself and checks the engine's copy
+//     of W against the stored fingerprint: equal -> continue with W + 1
+//     (same engine); different, or nothing at or after W (the engine's seq
+//     is now below ours) -> the engine restarted while we were away: clear
+//     and replay from 0; first replayed seq above W -> ring overrun, lost.
 //   - a replay whose first batch is above the requested seq (ring overrun),
 //     or that times out after all retries, or a gap with no replay endpoint:
 //     the missing batches are lost, counted exactly (first received minus
@@ -65,10 +69,16 @@ class Sequencer {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // Identity of a batch: XXH3-64 of its payload bytes (which carry the
+  // engine timestamp, so equal bytes = the same batch).
+  static uint64_t FingerprintOf(std::string_view payload);
+
   struct Options {
     bool has_replay = false;
     // Restore from a snapshot: the last seq the index already holds.
     std::optional<uint64_t> watermark;
+    // Fingerprint (FingerprintOf) of the batch at `watermark`, if known.
+    std::optional<uint64_t> watermark_fingerprint;
     // A replay attempt fails if no reply frame arrives for this long.
     Clock::duration replay_timeout = std::chrono::seconds(2);
     // Retries after the first attempt; the n-th waits replay_backoff * 2^(n-1).
@@ -159,7 +169,6 @@ class Sequencer {
   void Hold(uint64_t seq, std::string_view payload);
   uint64_t NextSeq() const { return last_ ? *last_ + 1 : 0; }
   std::optional<uint64_t> KnownFingerprint(uint64_t seq) const;
-  static uint64_t FingerprintOf(std::string_view payload);
 
   Options opts_;
   SourceStats* stats_;

@@ -144,7 +144,7 @@ Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>*
   const ingest::EngineConfig& e = entry.engine;
   if (engines_.count(e.replica) > 0) return Status::FailedPrecondition("replica \"" + e.replica + "\" already exists");
   if (FindModel(e.model) == nullptr) return Status::NotFound("model \"" + e.model + "\" is not configured");
-  std::map<uint32_t, uint64_t> watermarks;
+  std::map<uint32_t, ingest::Ingester::ResumePoint> watermarks;
   for (uint32_t r = 0; r < e.data_parallel_size; ++r) {
     const std::string name = ingest::SourceName(e.replica, r);
     names->push_back(name);
@@ -153,8 +153,11 @@ Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>*
     index_.SetSourceCapacity(id.value(), entry.gpu_blocks);
     auto it = restored_.find(name);
     if (it == restored_.end()) continue;
-    watermarks[r] = it->second.last_seq;
-    sink_.SeedWatermark(name, it->second.last_seq, it->second.last_batch_ts);
+    ingest::Ingester::ResumePoint rp;
+    rp.last_seq = it->second.last_seq;
+    if (it->second.last_batch_digest != 0) rp.fingerprint = it->second.last_batch_digest;
+    watermarks[r] = rp;
+    sink_.SeedWatermark(name, it->second.last_seq, it->second.last_batch_ts, it->second.last_batch_digest);
     ++restore_.sources_resumed;
     restored_.erase(it);
   }
@@ -227,6 +230,7 @@ Result<SnapshotOutcome> Node::Snapshot() {
       w.has_seq = it->second->has_seq;
       w.last_seq = it->second->last_seq;
       w.last_batch_ts = it->second->last_batch_ts;
+      w.last_batch_digest = it->second->last_fingerprint;
     }
     w.state = static_cast<uint8_t>(index_.GetSourceState(id));
     w.gpu_capacity_blocks = index_.GetSourceStats(id).gpu_capacity;

@@ -266,7 +266,6 @@ Status Server::Shutdown(std::chrono::milliseconds grace) {
   // Stop accepting; in-flight calls get `grace`, then are cancelled.
   im.grpc_server->Shutdown(std::chrono::system_clock::now() + grace);
   im.grpc_server->Wait();
-  im.metrics.reset();
   im.node->Stop();
   Status result;
   if (im.node->persistent() && im.config.snapshot.on_shutdown) {
@@ -276,6 +275,8 @@ Status Server::Shutdown(std::chrono::milliseconds grace) {
       result = r.status();
     }
   }
+  // Last: civetweb takes ~2 s to join its threads; the snapshot must not wait.
+  im.metrics.reset();
   spdlog::info("kvidx-server stopped");
   return result;
 }

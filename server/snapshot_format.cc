@@ -169,7 +169,7 @@ Status Validate(const SnapshotData& d) {
   return Status::Ok();
 }
 
-uint64_t BatchDigest(std::span<const uint8_t> payload) { return XXH64(payload.data(), payload.size(), 0); }
+uint64_t BatchDigest(std::span<const uint8_t> payload) { return XXH3_64bits(payload.data(), payload.size()); }
 
 std::string_view ResumeDecisionName(ResumeDecision d) {
   switch (d) {

@@ -94,7 +94,9 @@ bool SameSnapshot(const SnapshotData& a, const SnapshotData& b);
 // InvalidArgument (Write) naming the first offending entry.
 Status Validate(const SnapshotData& data);
 
-// XXH64 (seed 0) of a batch's raw payload bytes: SourceWatermark's digest.
+// XXH3-64 of a batch's raw payload bytes: SourceWatermark's digest. Equal to
+// ingest's Sequencer::FingerprintOf / EventBatch::payload_fingerprint, which
+// is what the sequencer checks a resumed source's watermark batch against.
 uint64_t BatchDigest(std::span<const uint8_t> payload);
 
 enum class ResumeDecision : uint8_t {

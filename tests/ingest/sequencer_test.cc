@@ -49,10 +49,12 @@ class Recorder : public Sequencer::Delegate {
 
 class SequencerTest : public ::testing::Test {
  protected:
-  void Make(bool replay, std::optional<uint64_t> watermark = std::nullopt) {
+  void Make(bool replay, std::optional<uint64_t> watermark = std::nullopt,
+            std::optional<uint64_t> watermark_fingerprint = std::nullopt) {
     Sequencer::Options o;
     o.has_replay = replay;
     o.watermark = watermark;
+    o.watermark_fingerprint = watermark_fingerprint;
     o.replay_timeout = 1s;
     o.replay_max_retries = 2;
     o.replay_backoff = 100ms;
@@ -115,12 +117,56 @@ TEST_F(SequencerTest, ColdStartOverrunCountsExactLossAndDegrades) {
   EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
 }
 
-TEST_F(SequencerTest, RestoreFromWatermarkReplaysFromNext) {
-  Make(true, 41);
-  EXPECT_EQ(rec_.requests, std::vector<uint64_t>{42});
-  Serve(42, 43);
+TEST_F(SequencerTest, RestoreFromWatermarkVerifiesTheWatermarkBatchThenContinues) {
+  Make(true, 41, Sequencer::FingerprintOf(P(41)));
+  EXPECT_EQ(rec_.requests, std::vector<uint64_t>{41});  // from the watermark itself
+  Serve(41, 43);
   EXPECT_EQ(rec_.Seqs(), Range(42, 43));
   EXPECT_EQ(stats_.last_seq.load(), 43);
+  EXPECT_EQ(stats_.duplicate_batches.load(), 0u);
+  EXPECT_EQ(stats_.engine_restarts.load(), 0u);
+  EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
+}
+
+TEST_F(SequencerTest, RestoreFromWatermarkWithoutFingerprintChecksPositionOnly) {
+  Make(true, 41);
+  EXPECT_EQ(rec_.requests, std::vector<uint64_t>{41});
+  Serve(41, 43, /*gen=*/1);
+  EXPECT_EQ(rec_.Seqs(), Range(42, 43));
+  EXPECT_EQ(stats_.engine_restarts.load(), 0u);
+}
+
+TEST_F(SequencerTest, RestoreFindsAnotherBatchAtTheWatermarkTheEngineRestarted) {
+  Make(true, 41, Sequencer::FingerprintOf(P(41)));
+  // A new engine has published past our watermark: its batch 41 differs.
+  // (The rest of that reply never arrives: the request's socket is dropped.)
+  seq_->OnReplayBatch(41, P(41, 1), now_);
+  EXPECT_EQ(stats_.engine_restarts.load(), 1u);
+  ASSERT_EQ(rec_.resets.size(), 1u);
+  EXPECT_EQ(rec_.requests.back(), 0u);  // replays the new engine from 0
+  Serve(0, 50, 1);
+  EXPECT_EQ(rec_.Seqs(), Range(0, 50));
+  EXPECT_EQ(stats_.batches_lost.load(), 0u);
+  EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
+}
+
+TEST_F(SequencerTest, RestoreFindsNothingAtTheWatermarkTheEngineRestartedBehindUs) {
+  Make(true, 41, Sequencer::FingerprintOf(P(41)));
+  seq_->OnReplayEnd(now_);  // the new engine's ring holds only 0..1
+  EXPECT_EQ(stats_.engine_restarts.load(), 1u);
+  EXPECT_EQ(rec_.requests.back(), 0u);
+  Serve(0, 1, 1);
+  EXPECT_EQ(rec_.Seqs(), Range(0, 1));
+  EXPECT_EQ(stats_.batches_lost.load(), 0u);
+  EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
+}
+
+TEST_F(SequencerTest, RestoreFindsTheRingOverrunCountsExactlyWhatWasLost) {
+  Make(true, 41, Sequencer::FingerprintOf(P(41)));
+  Serve(45, 47);  // 42..44 are gone
+  EXPECT_EQ(stats_.batches_lost.load(), 3u);
+  EXPECT_EQ(rec_.Seqs(), Range(45, 47));
+  EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kDegraded);
 }
 
 TEST_F(SequencerTest, InOrderLiveAppliesAndTrueDuplicateIsDropped) {
@@ -286,9 +332,11 @@ TEST_F(SequencerTest, ProbeAfterReconnectDetectsAnIdleRestartedEngine) {
   now_ += 300ms;
   seq_->Tick(now_);
   ASSERT_EQ(rec_.requests.back(), 4u);  // verify from our last seq
-  seq_->OnReplayEnd(now_);             // the new engine has published nothing
+  seq_->OnReplayEnd(now_);             // nothing at or after 4: a new engine
   EXPECT_EQ(stats_.engine_restarts.load(), 1u);
   ASSERT_EQ(rec_.resets.size(), 1u);
+  ASSERT_EQ(rec_.requests.back(), 0u);  // its ring is read from 0
+  seq_->OnReplayEnd(now_);             // it has published nothing yet
   EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
   seq_->OnLive(0, P(0, 1), now_);
   EXPECT_EQ(rec_.applied.back().seq, 0u);

@@ -48,8 +48,8 @@ TEST(ClassifyResume, NoWatermarkIsAColdStart) {
   EXPECT_EQ(ResumeDecisionName(ResumeDecision::kOverrun), "overrun");
 }
 
-TEST(BatchDigest, IsXxh64OfThePayload) {
-  EXPECT_EQ(BatchDigest({}), 0xEF46DB3751D8E999ull);  // XXH64("", 0)
+TEST(BatchDigest, IsXxh3OfThePayload) {
+  EXPECT_EQ(BatchDigest({}), 0x2D06800538D394C2ull);  // XXH3_64bits("")
   std::vector<uint8_t> a = {1, 2, 3}, b = {1, 2, 4};
   EXPECT_NE(BatchDigest(a), BatchDigest(b));
 }
