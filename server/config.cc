@@ -14,8 +14,10 @@
 // That keeps "what the operator wrote" and "what kvidx understood" the same.
 #include "server/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -26,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <sstream>
 #include <unordered_map>
 #include <utility>
 
@@ -110,7 +113,9 @@ Kind KindOf(const YAML::Node& n) {
   if (tag == "tag:yaml.org,2002:null") return s.empty() || s == "~" || s == "null" ? Kind::kNull : Kind::kOther;
   if (tag == "tag:yaml.org,2002:bool") return plain == Kind::kBool ? plain : Kind::kOther;
   if (tag == "tag:yaml.org,2002:int") return plain == Kind::kInt ? plain : Kind::kOther;
-  if (tag == "tag:yaml.org,2002:float") return plain == Kind::kInt || plain == Kind::kFloat ? Kind::kFloat : Kind::kOther;
+  if (tag == "tag:yaml.org,2002:float") {
+    return plain == Kind::kInt || plain == Kind::kFloat ? Kind::kFloat : Kind::kOther;
+  }
   return Kind::kOther;
 }
 
@@ -206,6 +211,26 @@ bool SameEngine(const EngineEntry& a, const EngineEntry& b) {
          x.topic == y.topic && x.mode == y.mode && a.gpu_blocks == b.gpu_blocks;
 }
 
+// Sees only where each document starts. Used to count documents without
+// YAML::LoadAll, which in yaml-cpp 0.7 never returns on a token that cannot
+// start a node (a stray ',' at the top level, for one): the parser leaves
+// the token unconsumed and reports one null document after another, growing
+// memory until the process dies (yaml-cpp issues #1040, #1319).
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  YAML::Mark start;
+};
+
 // One parse. Walks the document in order (so the first error reported is
 // the first in the file), then runs the checks that need the whole config.
 class ConfigParser {
@@ -293,6 +318,7 @@ class ConfigParser {
   Status ReadModel(const Value& v, ModelConfig* m);
   Status ReadEngine(const Value& v, EngineEntry* e);
 
+  Status CheckSingleDocument(const std::string& text) const;
   Status CheckTls(const TlsConfig& t, const YAML::Mark& top) const;
   Status CheckModels(const ServerConfig& c) const;
   Status CheckEngines(const ServerConfig& c) const;
@@ -325,6 +351,9 @@ Status ConfigParser::ReadMap(const Value& v, std::initializer_list<Field> fields
       if (f.key == name) field = &f;
     }
     if (field == nullptr) {
+      // A typo may hold a tab or stray byte; show it rather than print it.
+      bool printable = std::all_of(name.begin(), name.end(), [](char ch) { return ch > 0x20 && ch < 0x7f; });
+      if (!printable) path = JoinPath(v.path, Quote(name));
       std::string known;
       for (const Field& f : fields) {
         if (!known.empty()) known += ", ";
@@ -686,17 +715,34 @@ Status ConfigParser::CheckEngines(const ServerConfig& c) const {
   return Status::Ok();
 }
 
-Result<ServerConfig> ConfigParser::Parse(std::string_view yaml) {
-  std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
-  ServerConfig config;
-  if (docs.empty()) return config;  // empty file, or only comments
-  if (docs.size() > 1) {
-    // The rest would be ignored silently; an operator concatenating files
-    // should find out.
-    return Error(docs[1].Mark(), "", "expected one YAML document, found " + std::to_string(docs.size()));
+Status ConfigParser::CheckSingleDocument(const std::string& text) const {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts doc;
+  if (!parser.HandleNextDocument(doc)) return Status::Ok();  // no document at all
+  YAML::Mark first = doc.start;
+  if (!parser.HandleNextDocument(doc)) return Status::Ok();
+  YAML::Mark second = doc.start;
+  // A document that starts where the previous one did consumed nothing:
+  // that is the stuck token of the yaml-cpp bug above.
+  bool stuck = second.pos == first.pos || (parser.HandleNextDocument(doc) && doc.start.pos == second.pos);
+  if (stuck) {
+    size_t pos = static_cast<size_t>(second.pos);
+    std::string what = pos < text.size() ? Quote(text.substr(pos, 1)) : "end of input";
+    return Status::InvalidArgument(Where(second) + "YAML syntax error: unexpected " + what);
   }
-  const YAML::Node& root = docs[0];
-  if (root.IsNull()) return config;
+  // Anything after the first document would otherwise be dropped silently;
+  // an operator who concatenated files should find out.
+  return Status::InvalidArgument(Where(second) + "expected one YAML document, found more");
+}
+
+Result<ServerConfig> ConfigParser::Parse(std::string_view yaml) {
+  std::string text(yaml);
+  if (Status s = CheckSingleDocument(text); !s.ok()) return s;
+  // One HandleNextDocument call: safe from the LoadAll loop.
+  YAML::Node root = YAML::Load(text);
+  ServerConfig config;
+  if (root.IsNull()) return config;  // empty file, only comments, or null
   if (!root.IsMap()) {
     return Error(root.Mark(), "", "the top level must be a map of settings, got " + Describe(root));
   }

@@ -239,6 +239,7 @@ engines:
     endpont: "tcp://h:2"
 )"),
               StartsWith("cfg.yaml:7: engines[1].endpont: unknown key"));
+  EXPECT_THAT(ErrorOf("grpc:\n  \"l\\tisten\": x\n"), StartsWith("cfg.yaml:2: grpc.\"l\\x09isten\": unknown key"));
 }
 
 TEST(ConfigTest, DuplicateKeys) {
@@ -260,7 +261,8 @@ TEST(ConfigTest, WrongTypes) {
   EXPECT_EQ(ErrorOf("models: {name: qwen}\n"), "cfg.yaml:1: models: expected a sequence, got a map");
   EXPECT_EQ(ErrorOf("engines:\n  - vllm-0\n"), "cfg.yaml:2: engines[0]: expected a map, got \"vllm-0\"");
   EXPECT_EQ(ErrorOf("models:\n  - name: a\n  - ~\n"), "cfg.yaml:3: models[1]: empty list entry");
-  EXPECT_EQ(ErrorOf("on_corrupt: ignore\n"), "cfg.yaml:1: on_corrupt: expected one of fail, start-empty, got \"ignore\"");
+  EXPECT_EQ(ErrorOf("on_corrupt: ignore\n"),
+            "cfg.yaml:1: on_corrupt: expected one of fail, start-empty, got \"ignore\"");
   EXPECT_EQ(ErrorOf("snapshot: {sync: !!str true}\n"),
             "cfg.yaml:1: snapshot.sync: expected true or false, got \"true\"");
   // A list of key names is no key name.
@@ -268,7 +270,8 @@ TEST(ConfigTest, WrongTypes) {
 }
 
 TEST(ConfigTest, OutOfRange) {
-  EXPECT_EQ(ErrorOf("ingest: {threads: 65}\n"), "cfg.yaml:1: ingest.threads: expected an integer in [1, 64], got \"65\"");
+  EXPECT_EQ(ErrorOf("ingest: {threads: 65}\n"),
+            "cfg.yaml:1: ingest.threads: expected an integer in [1, 64], got \"65\"");
   EXPECT_EQ(ErrorOf("ingest: {threads: 0}\n"), "cfg.yaml:1: ingest.threads: expected an integer in [1, 64], got \"0\"");
   EXPECT_EQ(ErrorOf("ingest: {replay_max_retries: -1}\n"),
             "cfg.yaml:1: ingest.replay_max_retries: expected an integer in [0, 100], got \"-1\"");
@@ -290,19 +293,22 @@ TEST(ConfigTest, OutOfRange) {
     dp_size: two
 )"),
             "cfg.yaml:8: engines[1].dp_size: expected an integer in [1, 256], got \"two\"");
-  EXPECT_EQ(ErrorOf(std::string(kOneModel) + "engines:\n  - {replica: a, model: qwen, endpoint: \"tcp://h:1\", dp_size: 257}\n"),
+  EXPECT_EQ(ErrorOf(std::string(kOneModel) +
+                    "engines:\n  - {replica: a, model: qwen, endpoint: \"tcp://h:1\", dp_size: 257}\n"),
             "cfg.yaml:4: engines[0].dp_size: expected an integer in [1, 256], got \"257\"");
 }
 
 TEST(ConfigTest, ListenAddresses) {
   EXPECT_EQ(ErrorOf("grpc: {listen: \"\"}\n"), "cfg.yaml:1: grpc.listen: must not be empty (expected host:port)");
   EXPECT_EQ(ErrorOf("grpc:\n  listen: 50051\n"), "cfg.yaml:2: grpc.listen: expected host:port, got \"50051\"");
-  EXPECT_THAT(ErrorOf("grpc:\n  listen: \":50051\"\n"), StartsWith("cfg.yaml:2: grpc.listen: expected host:port with a non-empty host"));
+  EXPECT_THAT(ErrorOf("grpc:\n  listen: \":50051\"\n"),
+              StartsWith("cfg.yaml:2: grpc.listen: expected host:port with a non-empty host"));
   EXPECT_EQ(ErrorOf("metrics: {listen: \"0.0.0.0:http\"}\n"),
             "cfg.yaml:1: metrics.listen: port must be an integer in [0, 65535], got \"http\"");
   EXPECT_EQ(ErrorOf("metrics: {listen: \"0.0.0.0:65536\"}\n"),
             "cfg.yaml:1: metrics.listen: port must be an integer in [0, 65535], got \"65536\"");
-  EXPECT_THAT(ErrorOf("grpc: {listen: \"::1:50051\"}\n"), StartsWith("cfg.yaml:1: grpc.listen: an IPv6 host needs brackets"));
+  EXPECT_THAT(ErrorOf("grpc: {listen: \"::1:50051\"}\n"),
+              StartsWith("cfg.yaml:1: grpc.listen: an IPv6 host needs brackets"));
   EXPECT_EQ(MustParse("grpc: {listen: \"localhost:0\"}\n").grpc.listen, "localhost:0");
   EXPECT_EQ(MustParse("metrics: {listen: \"[::1]:9464\"}\n").metrics.listen, "[::1]:9464");
 }
@@ -338,7 +344,8 @@ TEST(ConfigTest, HashSeedIsVerbatimText) {
   EXPECT_EQ(ErrorOf("models:\n  - name: m\n    hash_seed: true\n"),
             "cfg.yaml:3: models[0].hash_seed: expected an integer, a string or null (PYTHONHASHSEED), got the "
             "boolean true");
-  EXPECT_THAT(ErrorOf("models:\n  - name: m\n    hash_seed: 1.5\n"), StartsWith("cfg.yaml:3: models[0].hash_seed: expected"));
+  EXPECT_THAT(ErrorOf("models:\n  - name: m\n    hash_seed: 1.5\n"),
+              StartsWith("cfg.yaml:3: models[0].hash_seed: expected"));
 }
 
 TEST(ConfigTest, TopicAbsentVersusEmpty) {
@@ -420,7 +427,8 @@ engines:
 
 TEST(ConfigTest, TopicTemplatePlaceholders) {
   EXPECT_EQ(ErrorOf("ingest:\n  topic_template: \"kv@{pod}\"\n"),
-            "cfg.yaml:2: ingest.topic_template: unknown placeholder \"{pod}\" (only {replica} and {model} are supported)");
+            "cfg.yaml:2: ingest.topic_template: unknown placeholder \"{pod}\" "
+            "(only {replica} and {model} are supported)");
 }
 
 TEST(ConfigTest, LogLevel) {
@@ -452,7 +460,17 @@ TEST(ConfigTest, SyntaxErrorsUseTheParserMark) {
 TEST(ConfigTest, TopLevelMustBeOneMap) {
   EXPECT_EQ(ErrorOf("- grpc\n- log\n"), "cfg.yaml:1: the top level must be a map of settings, got a sequence");
   EXPECT_EQ(ErrorOf("# comment\n\nhello\n"), "cfg.yaml:3: the top level must be a map of settings, got \"hello\"");
-  EXPECT_EQ(ErrorOf("log: {level: info}\n---\nlog: {level: debug}\n"), "cfg.yaml:3: expected one YAML document, found 2");
+  // The line of the second document's "---".
+  EXPECT_EQ(ErrorOf("log: {level: info}\n---\nlog: {level: debug}\n"),
+            "cfg.yaml:2: expected one YAML document, found more");
+  // yaml-cpp 0.7's LoadAll never returns on these (a stray token that cannot
+  // start a node); they must be syntax errors, promptly.
+  EXPECT_EQ(ErrorOf(","), "cfg.yaml:1: YAML syntax error: unexpected \",\"");
+  EXPECT_EQ(ErrorOf(",rpc:\n  listen: \"h:1\"\n"), "cfg.yaml:1: YAML syntax error: unexpected \",\"");
+  EXPECT_EQ(ErrorOf("---\n,\n"), "cfg.yaml:2: YAML syntax error: unexpected \",\"");
+  EXPECT_EQ(ErrorOf("log: {level: info}\n,\n"), "cfg.yaml:2: YAML syntax error: end of map not found");
+  EXPECT_EQ(ErrorOf("log: {level: info}\n]\n"), "cfg.yaml:2: YAML syntax error: illegal flow end");
+  EXPECT_EQ(ErrorOf("log: {level: info}\n---\n,\n"), "cfg.yaml:2: expected one YAML document, found more");
 }
 
 TEST(ConfigTest, OriginNamesTheText) {
