@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "index/block_hasher.h"
+#include "tools/kvidx/cli_common.h"
 #include "tools/kvidx/commands.h"
 
 namespace kvidx::cli {
@@ -38,40 +39,6 @@ constexpr char kHashUsage[] =
 int UsageError(const std::string& msg) {
   std::fprintf(stderr, "kvidx hash: %s\nRun 'kvidx hash --help' for usage.\n", msg.c_str());
   return kExitUsage;
-}
-
-// Parses token ids separated by commas and/or whitespace. Returns an error
-// message, or nullopt on success.
-std::optional<std::string> ParseTokens(std::string_view text, std::vector<int64_t>* out) {
-  size_t i = 0;
-  bool expect_value = false;  // after a comma a value must follow
-  while (i < text.size()) {
-    const char c = text[i];
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-      ++i;
-      continue;
-    }
-    if (c == ',') {
-      if (expect_value || out->empty()) return "empty token id in list";
-      expect_value = true;
-      ++i;
-      continue;
-    }
-    int64_t v = 0;
-    const char* first = text.data() + i;
-    const char* last = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(first, last, v);
-    if (ec != std::errc() || (ptr != last && std::strchr(", \t\r\n", *ptr) == nullptr)) {
-      size_t end = i;
-      while (end < text.size() && std::strchr(", \t\r\n", text[end]) == nullptr) ++end;
-      return "bad token id '" + std::string(text.substr(i, end - i)) + "' (expected a 64-bit integer)";
-    }
-    out->push_back(v);
-    expect_value = false;
-    i = static_cast<size_t>(ptr - text.data());
-  }
-  if (expect_value) return "token list ends with a comma";
-  return std::nullopt;
 }
 
 }  // namespace
@@ -137,17 +104,16 @@ int RunHash(int argc, char** argv) {
   if (tokens_arg) {
     text = *tokens_arg;
   } else {
-    std::ifstream in(*tokens_file, std::ios::binary);
-    if (!in) {
-      std::fprintf(stderr, "kvidx hash: cannot read %s: %s\n", tokens_file->c_str(), std::strerror(errno));
+    std::string error;
+    std::optional<std::string> contents = ReadWholeFile(*tokens_file, &error);
+    if (!contents) {
+      std::fprintf(stderr, "kvidx hash: %s\n", error.c_str());
       return kExitError;
     }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text = std::move(*contents);
   }
   std::vector<int64_t> tokens;
-  if (std::optional<std::string> err = ParseTokens(text, &tokens)) return UsageError(*err);
+  if (std::optional<std::string> err = ParseInt64List(text, &tokens)) return UsageError(*err);
   if (tokens.empty()) return UsageError("no token ids given");
 
   Result<BlockHasher> hasher = BlockHasher::Create(opts);
