@@ -28,7 +28,12 @@
 // sends no kind, or when the model's options index every group. Other
 // groups only count in SourceStats::unindexed_blocks. Queries match the
 // model's primary group (the first full-attention group seen, else 0) unless
-// the filter names one.
+// the filter names one. A BlockRemoved carries no kind, so a removal is
+// indexed only when its group is full-attention by kind, or the model
+// indexes every group, or the model has already indexed a store (by any
+// source) of that group; any other removal (e.g. one that precedes the model's first
+// indexed store of its group) counts in unindexed_blocks, never as
+// remove_unknown drift.
 //
 // Concurrency. Writers: ingest runs several threads, each source pinned to
 // one; calls for the same source must not run concurrently (they are

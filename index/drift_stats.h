@@ -2,8 +2,10 @@
 //
 // The index can tell on itself: every rule below fires only when the event
 // stream contradicts what the index believes, i.e. when events were lost.
-//   remove_unknown   a BlockRemoved for a block this source did not hold:
-//                    we missed the store.            (kvidx_drift_remove_unknown_total)
+//   remove_unknown   a BlockRemoved, in an indexed group (block_index.h,
+//                    Groups), of a block this source did not hold in that
+//                    tier and group: we missed the store.
+//                                                    (kvidx_drift_remove_unknown_total)
 //   orphan_store     a non-hit BlockStored whose parent this source does not
 //                    hold: we missed an earlier store. (kvidx_drift_orphan_store_total)
 //   reused_unknown   a store marked origin=REUSED for a block we did not hold:

@@ -315,6 +315,31 @@ TEST_F(BlockIndexTest, HybridGroupsIndexFullAttentionOnly) {
   EXPECT_TRUE(Find(Keys({2}), g0).sources.empty());
 }
 
+// A removal's group is indexed once the model indexed a store of it (any
+// source); before that it is not drift. After that, a removal in another
+// tier or group than the stored copy is a remove of an unknown block.
+TEST_F(BlockIndexTest, RemovalBeforeFirstIndexedStoreOfItsGroupIsNotDrift) {
+  Remove(0, Keys({5}));
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 0u);
+  EXPECT_EQ(index_.GetSourceStats(0).unindexed_blocks, 1u);
+  ModelId other = index_.AddModel("other").value();
+  ASSERT_TRUE(index_.Store(other, 1, Tier::kGpu, kG0, Keys({5}), std::nullopt).ok());
+  Remove(0, Keys({5}));   // group 0 of *this* model is still never indexed
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 0u);
+  Store(1, Keys({7}));    // another source's store makes group 0 indexed
+  Remove(0, Keys({5}));
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 1u);
+  EXPECT_EQ(index_.GetSourceStats(0).unindexed_blocks, 2u);
+  Store(0, Keys({5}), std::nullopt, Tier::kCpu);
+  Remove(0, Keys({5}), Tier::kGpu);   // stored in CPU, removed from GPU
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 2u);
+  Store(0, Keys({6}), std::nullopt, Tier::kGpu, StoreOrigin::kUnknown, KvGroup{1, GroupKind::kFullAttention});
+  Remove(0, Keys({6}));               // stored in group 1, removed from group 0
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 3u);
+  EXPECT_EQ(TierBlocks(0, Tier::kCpu), 1u);
+  EXPECT_EQ(TierBlocks(0, Tier::kGpu), 1u);
+}
+
 TEST_F(BlockIndexTest, IndexAllGroupsOption) {
   ModelOptions o;
   o.index_all_groups = true;
