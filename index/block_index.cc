@@ -908,10 +908,29 @@ Status BlockIndex::LookupBlock(ModelId m, const BlockKey& key, std::vector<Owner
 }
 
 void BlockIndex::Dump(IndexSnapshot* out) const {
+  DumpUnsorted(out);
+  SortSnapshot(out);
+}
+
+void SortSnapshot(IndexSnapshot* snapshot) {
+  std::sort(snapshot->owners.begin(), snapshot->owners.end(), OwnerLess);
+}
+
+void BlockIndex::DumpUnsorted(IndexSnapshot* out) const {
   out->models.clear();
   out->source_clocks.clear();
   out->owners.clear();
   uint32_t n_models = impl_->model_count.load(std::memory_order_acquire);
+  {
+    // One allocation instead of log2(n) doublings of a vector that may reach
+    // hundreds of MB while writers are held back. Records undercount owners
+    // (blocks with several owners), so add a margin.
+    size_t records = 0;
+    for (ModelId m = 0; m < n_models; ++m) {
+      for (const Shard& sh : impl_->GetModel(m)->shards) records += sh.size();
+    }
+    out->owners.reserve(records + records / 2 + 1024);
+  }
   for (ModelId m = 0; m < n_models; ++m) {
     Model* model = impl_->GetModel(m);
     out->models.emplace_back(model->name, model->options);
@@ -938,7 +957,6 @@ void BlockIndex::Dump(IndexSnapshot* out) const {
     std::lock_guard<std::mutex> lock(d->mu);
     if (d->clock != 0) out->source_clocks.emplace_back(s, d->clock);
   }
-  std::sort(out->owners.begin(), out->owners.end(), OwnerLess);
 }
 
 Status BlockIndex::Restore(const IndexSnapshot& snap) {
@@ -949,7 +967,16 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
     Result<ModelId> r = AddModel(name, options);
     if (!r.ok()) return r.status();
   }
+  // Sorted input (what Dump writes): owners of one block are adjacent and
+  // every block appears in one run, so a new key needs no lookup and a
+  // repeat of the previous key goes straight to its record. The order is
+  // checked as we go; out-of-order input takes the lookup path.
+  const OwnerRecord* prev = nullptr;
+  uint32_t prev_id = kNoId;
+  bool sorted_so_far = true;
   for (const OwnerRecord& o : snap.owners) {
+    if (prev != nullptr && !OwnerLess(*prev, o)) sorted_so_far = false;
+    const bool same_block = sorted_so_far && prev != nullptr && prev->model == o.model && prev->key == o.key;
     Model* model = impl_->GetModel(o.model);
     if (model == nullptr) return Status::Corruption("owner of unknown model " + std::to_string(o.model));
     if (o.source >= kMaxSources || static_cast<size_t>(o.tier) >= kMaxTiers || o.group >= kUnindexedGroup ||
@@ -964,9 +991,15 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
     uint32_t id;
     {
       std::lock_guard<std::mutex> slock(sh.mu);
-      id = sh.Find(pk);
-      if (id != kNoId && sh.FindOwner(id, okey) != nullptr) {
-        return Status::Corruption("duplicate owner record for " + o.key.ToString());
+      if (same_block) {
+        id = prev_id;            // strictly greater owner of the same block: not a duplicate
+      } else if (sorted_so_far) {
+        id = kNoId;              // keys only grow: this one cannot exist yet
+      } else {
+        id = sh.Find(pk);
+        if (id != kNoId && sh.FindOwner(id, okey) != nullptr) {
+          return Status::Corruption("duplicate owner record for " + o.key.ToString());
+        }
       }
       uint32_t rh = RefHits(o.refcount, o.hits);
       if (id == kNoId) {
@@ -977,6 +1010,8 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
         sh.EndWrite();
       }
     }
+    prev = &o;
+    prev_id = id;
     impl_->NoteNewOwner(src, o.model, pk.shard(), id);
     impl_->AdjustTierCount(src, static_cast<uint32_t>(o.tier), 1);
     if (o.tier == Tier::kGpu) {

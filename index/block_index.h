@@ -194,7 +194,12 @@ class BlockIndex {
   // A deterministic snapshot of everything the index believes. Consistent if
   // writers are quiescent; otherwise each block is consistent on its own.
   void Dump(IndexSnapshot* out) const;
+  // Dump() without the final sort, for a caller that holds writers back
+  // while it copies: capture under the pause, SortSnapshot() after it.
+  void DumpUnsorted(IndexSnapshot* out) const;
   // Rebuilds from a snapshot into an empty index (models by name, in order).
+  // Owners in Dump() order take a fast path (no lookup per owner); any other
+  // order is accepted too, just slower. Duplicate owners are Corruption.
   Status Restore(const IndexSnapshot& snapshot);
 
   // Test hook: sets a source's logical clock (exercises stamp rebasing).
@@ -204,6 +209,10 @@ class BlockIndex {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Puts a DumpUnsorted() capture into Dump()'s order (model, key, source,
+// tier, group).
+void SortSnapshot(IndexSnapshot* snapshot);
 
 // Equality of two snapshots (the persistence issue's round-trip check).
 bool SameContents(const IndexSnapshot& a, const IndexSnapshot& b);

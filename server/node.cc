@@ -209,10 +209,11 @@ Result<SnapshotOutcome> Node::Snapshot() {
   {
     // The cut: no batch is applied between the dump and the watermarks.
     auto pause = sink_.PauseApplies();
-    index_.Dump(&data.index);
+    index_.DumpUnsorted(&data.index);
     marks = sink_.Watermarks();
     applied = sink_.stats().applied_batches.load(std::memory_order_relaxed);
   }
+  SortSnapshot(&data.index);  // after the pause: ingest is already moving again
   std::map<SourceId, const ingest::SourceWatermark*> by_id;
   for (const ingest::SourceWatermark& w : marks) by_id[w.id] = &w;
   for (size_t i = 0; i < tiers_.size(); ++i) data.tier_names.emplace_back(tiers_.Name(static_cast<Tier>(i)));

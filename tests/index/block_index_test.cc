@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include <vector>
 
 namespace kvidx {
@@ -485,6 +488,48 @@ TEST_F(BlockIndexTest, DumpRestoreRoundTrip) {
   index_.Dump(&snap);
   EXPECT_FALSE(SameContents(snap, snap2));
   EXPECT_FALSE(copy.Restore(snap).ok());   // not empty
+}
+
+TEST_F(BlockIndexTest, RestoreAcceptsAnyOrderAndRejectsDuplicatesInEvery) {
+  ModelId other = index_.AddModel("other").value();
+  for (uint32_t s = 0; s < 4; ++s) Store(s, Range(1, 50));
+  Store(1, Range(20, 60), std::nullopt, Tier::kCpu);
+  ASSERT_TRUE(index_.Store(other, 2, Tier::kGpu, kG0, Range(1, 10), std::nullopt).ok());
+  IndexSnapshot sorted;
+  index_.Dump(&sorted);
+  IndexSnapshot unsorted;
+  index_.DumpUnsorted(&unsorted);
+  IndexSnapshot resorted = unsorted;
+  SortSnapshot(&resorted);
+  EXPECT_TRUE(SameContents(sorted, resorted));
+
+  // Dump order (fast path), shard order, shuffled, reversed: same index.
+  IndexSnapshot shuffled = sorted;
+  std::mt19937 rng(5);
+  std::shuffle(shuffled.owners.begin(), shuffled.owners.end(), rng);
+  IndexSnapshot reversed = sorted;
+  std::reverse(reversed.owners.begin(), reversed.owners.end());
+  for (const IndexSnapshot* in : {&sorted, &unsorted, &shuffled, &reversed}) {
+    BlockIndex copy;
+    ASSERT_TRUE(copy.Restore(*in).ok());
+    IndexSnapshot back;
+    copy.Dump(&back);
+    EXPECT_TRUE(SameContents(sorted, back));
+  }
+  // A duplicate owner is Corruption wherever it sits: adjacent in sorted
+  // input, or far apart in shuffled input.
+  IndexSnapshot dup = sorted;
+  dup.owners.insert(dup.owners.begin() + 10, dup.owners[10]);
+  IndexSnapshot dup_far = shuffled;
+  dup_far.owners.push_back(dup_far.owners.front());
+  IndexSnapshot dup_after_unsorted = sorted;   // out of order first, then a duplicate of an earlier run
+  std::swap(dup_after_unsorted.owners[3], dup_after_unsorted.owners[40]);
+  dup_after_unsorted.owners.push_back(dup_after_unsorted.owners[5]);
+  for (const IndexSnapshot* in : {&dup, &dup_far, &dup_after_unsorted}) {
+    BlockIndex copy;
+    Status st = copy.Restore(*in);
+    EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+  }
 }
 
 TEST_F(BlockIndexTest, ClockRebaseKeepsRecencyOrder) {
