@@ -13,8 +13,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 
+#include <grpc/support/log.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -49,9 +51,24 @@ class JsonEscapedMessage final : public spdlog::custom_flag_formatter {
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonEscapedMessage>(); }
 };
 
+// gRPC core logs (gpr_log, e.g. a failed bind or TLS handshake) straight to
+// stderr in its own format, which would break one-JSON-object-per-line
+// output: route them through our logger instead. The logger is kept alive on
+// purpose, since gRPC may log while statics are being destroyed at exit.
+std::shared_ptr<spdlog::logger>* grpc_logger = nullptr;
+
+void GrpcLogToSpdlog(gpr_log_func_args* args) {
+  spdlog::level::level_enum level = spdlog::level::err;
+  if (args->severity == GPR_LOG_SEVERITY_DEBUG) level = spdlog::level::debug;
+  if (args->severity == GPR_LOG_SEVERITY_INFO) level = spdlog::level::info;
+  (*grpc_logger)->log(level, "grpc: {} ({}:{})", args->message, args->file, args->line);
+}
+
 void SetupLogging(const kvidx::server::LogConfig& log) {
   auto logger = spdlog::stderr_color_mt("kvidx");
   spdlog::set_default_logger(logger);
+  grpc_logger = new std::shared_ptr<spdlog::logger>(logger);
+  gpr_set_log_function(GrpcLogToSpdlog);
   spdlog::set_level(spdlog::level::from_str(log.level));
   if (log.json) {
     auto f = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);

@@ -1,0 +1,765 @@
+// The kvidx-server binary as a subprocess: exit codes for bad configs and
+// usage, --check-config, JSON logs, the metrics endpoint, SIGHUP reloading
+// the engine list, SIGTERM stopping with a final snapshot, and a corrupt data
+// directory (exit 1 unless --on-corrupt=start-empty).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string_view>
+
+#include "server/node.h"
+#include "server_test_util.h"
+
+extern char** environ;
+
+namespace kvidx::server::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kServerBin = std::string(KVIDX_BIN_DIR) + "/kvidx-server";
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Writes a file whole (rename over the old one, so a reader never sees half).
+void WriteAtomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << contents;
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+// A child process; killed (SIGKILL) and reaped at destruction if still running.
+class Child {
+ public:
+  // Runs `argv` (argv[0] is the program path) with stdin from /dev/null and
+  // stdout / stderr into files.
+  static std::unique_ptr<Child> Spawn(const std::vector<std::string>& argv, const std::string& out_path,
+                                      const std::string& err_path) {
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    for (int s : {SIGHUP, SIGINT, SIGTERM, SIGPIPE}) sigaddset(&defaults, s);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    EXPECT_EQ(rc, 0) << "posix_spawn " << argv[0] << ": " << std::strerror(rc);
+    if (rc != 0) return nullptr;
+    return std::unique_ptr<Child>(new Child(pid));
+  }
+
+  ~Child() {
+    if (!exit_code_) {
+      kill(pid_, SIGKILL);
+      int st = 0;
+      waitpid(pid_, &st, 0);
+    }
+  }
+
+  pid_t pid() const { return pid_; }
+  void Signal(int sig) {
+    ASSERT_FALSE(Poll().has_value()) << "signal to an exited child (exit " << *exit_code_ << ")";
+    kill(pid_, sig);
+  }
+
+  // The exit code (128 + signal if killed), or nullopt while running.
+  std::optional<int> Poll() {
+    if (exit_code_) return exit_code_;
+    int st = 0;
+    const pid_t r = waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return exit_code_;
+  }
+  std::optional<int> WaitExit(std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (!Poll() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(10ms);
+    return Poll();
+  }
+
+ private:
+  explicit Child(pid_t pid) : pid_(pid) {}
+  pid_t pid_;
+  std::optional<int> exit_code_;
+};
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs kvidx-server to completion (at most 20 s).
+RunResult RunServer(const TempDir& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kServerBin};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string out = dir.path() + "/run.out", err = dir.path() + "/run.err";
+  RunResult r;
+  std::unique_ptr<Child> c = Child::Spawn(argv, out, err);
+  if (!c) return r;
+  std::optional<int> code = c->WaitExit(20s);
+  EXPECT_TRUE(code.has_value()) << "kvidx-server did not exit";
+  r.exit_code = code.value_or(-1);
+  r.out = Slurp(out);
+  r.err = Slurp(err);
+  return r;
+}
+
+// --- A minimal JSON checker -------------------------------------------------
+
+// Parses one JSON value strictly (RFC 8259 syntax; \u escapes decoded to
+// UTF-8). Top-level string members of an object are collected.
+class Json {
+ public:
+  // True if `text` is exactly one JSON object; its string members go to `strings`.
+  static bool ParseObject(std::string_view text, std::map<std::string, std::string>* strings, std::string* error) {
+    Json p(text);
+    p.top_strings_ = strings;
+    p.SkipWs();
+    if (p.Peek() != '{') return p.Fail("not an object", error);
+    if (!p.Value(0)) return p.Fail(p.error_, error);
+    p.SkipWs();
+    if (p.pos_ != text.size()) return p.Fail("trailing text", error);
+    return true;
+  }
+
+ private:
+  explicit Json(std::string_view t) : t_(t) {}
+  bool Fail(const std::string& what, std::string* error) const {
+    *error = what + " at offset " + std::to_string(pos_);
+    return false;
+  }
+  char Peek() const { return pos_ < t_.size() ? t_[pos_] : '\0'; }
+  void SkipWs() {
+    while (pos_ < t_.size() && (t_[pos_] == ' ' || t_[pos_] == '\t' || t_[pos_] == '\n' || t_[pos_] == '\r')) ++pos_;
+  }
+  bool Err(const std::string& e) {
+    if (error_.empty()) error_ = e;
+    return false;
+  }
+  bool Literal(std::string_view w) {
+    if (t_.substr(pos_, w.size()) != w) return Err("bad literal");
+    pos_ += w.size();
+    return true;
+  }
+  static bool Digit(char c) { return c >= '0' && c <= '9'; }
+  bool Number() {
+    if (Peek() == '-') ++pos_;
+    if (Peek() == '0') {
+      ++pos_;
+    } else if (Digit(Peek())) {
+      while (Digit(Peek())) ++pos_;
+    } else {
+      return Err("bad number");
+    }
+    if (Peek() == '.') {
+      ++pos_;
+      if (!Digit(Peek())) return Err("bad fraction");
+      while (Digit(Peek())) ++pos_;
+    }
+    if (Peek() == 'e' || Peek() == 'E') {
+      ++pos_;
+      if (Peek() == '+' || Peek() == '-') ++pos_;
+      if (!Digit(Peek())) return Err("bad exponent");
+      while (Digit(Peek())) ++pos_;
+    }
+    return true;
+  }
+  bool String(std::string* out) {
+    if (Peek() != '"') return Err("expected a string");
+    ++pos_;
+    for (;;) {
+      if (pos_ >= t_.size()) return Err("unterminated string");
+      const unsigned char c = static_cast<unsigned char>(t_[pos_++]);
+      if (c == '"') return true;
+      if (c < 0x20) return Err("raw control character in a string");
+      if (c != '\\') {
+        out->push_back(static_cast<char>(c));
+        continue;
+      }
+      if (pos_ >= t_.size()) return Err("unterminated escape");
+      const char e = t_[pos_++];
+      switch (e) {
+        case '"': out->push_back('"'); break;
+        case '\\': out->push_back('\\'); break;
+        case '/': out->push_back('/'); break;
+        case 'b': out->push_back('\b'); break;
+        case 'f': out->push_back('\f'); break;
+        case 'n': out->push_back('\n'); break;
+        case 'r': out->push_back('\r'); break;
+        case 't': out->push_back('\t'); break;
+        case 'u': {
+          if (pos_ + 4 > t_.size()) return Err("short \\u escape");
+          unsigned cp = 0;
+          for (int i = 0; i < 4; ++i) {
+            const char h = t_[pos_++];
+            cp <<= 4;
+            if (Digit(h)) cp |= static_cast<unsigned>(h - '0');
+            else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
+            else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
+            else return Err("bad \\u escape");
+          }
+          if (cp < 0x80) {
+            out->push_back(static_cast<char>(cp));
+          } else if (cp < 0x800) {
+            out->push_back(static_cast<char>(0xc0 | (cp >> 6)));
+            out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+          } else {
+            out->push_back(static_cast<char>(0xe0 | (cp >> 12)));
+            out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+            out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+          }
+          break;
+        }
+        default: return Err(std::string("bad escape \\") + e);
+      }
+    }
+  }
+  bool Value(int depth) {
+    if (depth > 64) return Err("nested too deep");
+    SkipWs();
+    const char c = Peek();
+    if (c == '{') {
+      ++pos_;
+      SkipWs();
+      if (Peek() == '}') {
+        ++pos_;
+        return true;
+      }
+      for (;;) {
+        SkipWs();
+        std::string key;
+        if (!String(&key)) return false;
+        SkipWs();
+        if (Peek() != ':') return Err("expected ':'");
+        ++pos_;
+        SkipWs();
+        if (depth == 0 && Peek() == '"') {
+          std::string v;
+          if (!String(&v)) return false;
+          if (top_strings_ != nullptr && !top_strings_->emplace(key, v).second) return Err("duplicate key " + key);
+        } else if (!Value(depth + 1)) {
+          return false;
+        }
+        SkipWs();
+        if (Peek() == ',') {
+          ++pos_;
+          continue;
+        }
+        if (Peek() == '}') {
+          ++pos_;
+          return true;
+        }
+        return Err("expected ',' or '}'");
+      }
+    }
+    if (c == '[') {
+      ++pos_;
+      SkipWs();
+      if (Peek() == ']') {
+        ++pos_;
+        return true;
+      }
+      for (;;) {
+        if (!Value(depth + 1)) return false;
+        SkipWs();
+        if (Peek() == ',') {
+          ++pos_;
+          continue;
+        }
+        if (Peek() == ']') {
+          ++pos_;
+          return true;
+        }
+        return Err("expected ',' or ']'");
+      }
+    }
+    if (c == '"') {
+      std::string ignored;
+      return String(&ignored);
+    }
+    if (c == 't') return Literal("true");
+    if (c == 'f') return Literal("false");
+    if (c == 'n') return Literal("null");
+    return Number();
+  }
+
+  std::string_view t_;
+  size_t pos_ = 0;
+  std::string error_;
+  std::map<std::string, std::string>* top_strings_ = nullptr;
+};
+
+TEST(ServerProcessJson, TheCheckerItself) {
+  std::map<std::string, std::string> f;
+  std::string e;
+  EXPECT_TRUE(Json::ParseObject(R"({"a":"x\"y\\z\u0001","b":[1,-2.5e3,{"c":null}],"d":true})", &f, &e)) << e;
+  EXPECT_EQ(f["a"], std::string("x\"y\\z\x01"));
+  for (const char* bad : {R"({"a":"x"y"})", R"({"a":"x\qy"})", "{\"a\":\"x\ty\"}", R"({"a":1,})", R"({"a":1} x)",
+                          R"(["a"])", R"({"a":01})", R"({a:1})", "{\"a\":\"x"}) {
+    f.clear();
+    EXPECT_FALSE(Json::ParseObject(bad, &f, &e)) << bad;
+  }
+}
+
+// Every non-empty line of `log` must be a JSON object with string ts, level
+// and msg; returns the decoded messages.
+std::vector<std::string> JsonLogMessages(const std::string& log) {
+  std::vector<std::string> msgs;
+  std::istringstream in(log);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    std::map<std::string, std::string> f;
+    std::string error;
+    EXPECT_TRUE(Json::ParseObject(line, &f, &error)) << "stderr line " << n << " is not a JSON object (" << error
+                                                     << "): " << line;
+    if (!error.empty()) continue;
+    for (const char* key : {"ts", "level", "msg"}) EXPECT_EQ(f.count(key), 1u) << key << " missing: " << line;
+    const std::string& ts = f["ts"];
+    EXPECT_TRUE(ts.size() >= 20 && ts[4] == '-' && ts[10] == 'T' && ts.back() == 'Z') << "ts: " << line;
+    EXPECT_TRUE(f["level"] == "trace" || f["level"] == "debug" || f["level"] == "info" || f["level"] == "warning" ||
+                f["level"] == "error" || f["level"] == "critical")
+        << "level: " << line;
+    msgs.push_back(f["msg"]);
+  }
+  return msgs;
+}
+
+bool AnyContains(const std::vector<std::string>& msgs, const std::string& what) {
+  for (const std::string& m : msgs) {
+    if (m.find(what) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// --- Ports, HTTP -------------------------------------------------------------
+
+// A random port in [20000, 60000] that nothing listens on right now (the
+// server may still lose a race for it; callers retry).
+int RandomFreePort() {
+  static std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> dist(20000, 60000);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = dist(rng);
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    if (ok) return port;
+  }
+  return 0;
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  (void)!write(fd, req.data(), req.size());
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+bool HasLine(const std::string& text, const std::string& line) {
+  std::istringstream in(text);
+  std::string l;
+  while (std::getline(in, l)) {
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    if (l == line) return true;
+  }
+  return false;
+}
+
+// --- The server under test ----------------------------------------------------
+
+struct ProcConfig {
+  bool metrics = true;
+  std::string engines_yaml;  // the `engines:` section's entries (flow maps, one per line)
+  std::string extra_yaml;    // appended verbatim
+};
+
+class ServerProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(access(kServerBin.c_str(), X_OK), 0) << kServerBin << " not built";
+    config_path_ = dir_.path() + "/kvidx.yaml";
+    token_file_ = dir_.File("token", std::string(kToken) + "\n");
+    data_dir_ = dir_.path() + "/data";
+    err_path_ = dir_.path() + "/server.err";
+  }
+  void TearDown() override {
+    if (child_ && !child_->Poll()) child_.reset();  // SIGKILL
+    if (HasFailure()) std::cerr << "--- kvidx-server stderr ---\n" << Slurp(err_path_) << "---\n";
+  }
+
+  std::string Yaml(const ProcConfig& pc) const {
+    std::string y;
+    y += "# kvidx-server test config\n";
+    y += "grpc:\n";
+    y += "  listen: \"127.0.0.1:" + std::to_string(grpc_port_) + "\"\n";
+    y += "  admin_token_file: \"" + token_file_ + "\"\n";
+    y += "metrics:\n";
+    y += pc.metrics ? "  listen: \"127.0.0.1:" + std::to_string(metrics_port_) + "\"\n" : "  listen: \"\"\n";
+    y += "data_dir: \"" + data_dir_ + "\"\n";
+    y += "snapshot: {interval_seconds: 0, sync: false}\n";
+    y += "ingest: {replay_timeout_ms: 500, heartbeat_ivl_ms: 200, heartbeat_timeout_ms: 1000}\n";
+    y += "log: {level: info, json: true}\n";
+    y += "models:\n  - {name: " + std::string(kModel) + "}\n";
+    if (!pc.engines_yaml.empty()) y += "engines:\n" + pc.engines_yaml;
+    y += pc.extra_yaml;
+    return y;
+  }
+  void WriteConfig(const ProcConfig& pc) { WriteAtomically(config_path_, Yaml(pc)); }
+
+  // Starts kvidx-server on random free ports, retrying when it cannot bind;
+  // returns once it logged that it listens.
+  void Launch(const ProcConfig& pc, const std::vector<std::string>& extra_args = {}) {
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      grpc_port_ = RandomFreePort();
+      metrics_port_ = RandomFreePort();
+      ASSERT_GT(grpc_port_, 0);
+      ASSERT_GT(metrics_port_, 0);
+      if (grpc_port_ == metrics_port_) continue;
+      WriteConfig(pc);
+      std::vector<std::string> argv = {kServerBin, "--config", config_path_};
+      argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+      child_ = Child::Spawn(argv, dir_.path() + "/server.out", err_path_);
+      ASSERT_NE(child_, nullptr);
+      std::optional<int> exited;
+      const bool listening = WaitFor(
+          [&] {
+            exited = child_->Poll();
+            return exited.has_value() || Slurp(err_path_).find("kvidx-server listening") != std::string::npos;
+          },
+          20s);
+      ASSERT_TRUE(listening) << "kvidx-server neither listened nor exited within 20 s";
+      if (!exited) {
+        const std::string want = "(port " + std::to_string(grpc_port_);
+        ASSERT_NE(Slurp(err_path_).find(want), std::string::npos) << Slurp(err_path_);
+        return;
+      }
+      const std::string err = Slurp(err_path_);
+      // Lost a race for a port: try others.
+      if (*exited == 1 && err.find("cannot listen") != std::string::npos) continue;
+      FAIL() << "kvidx-server exited with " << *exited << " at start:\n" << err;
+    }
+    FAIL() << "kvidx-server could not bind after 8 attempts";
+  }
+
+  Stubs Client() const {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+    return Connect(grpc_port_, grpc::InsecureChannelCredentials(), args);
+  }
+  static grpc::Status Stats(const Stubs& s, v1::GetStatsResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    return s.index->GetStats(&ctx, v1::GetStatsRequest(), resp);
+  }
+  void WaitServing(const Stubs& s) {
+    v1::GetStatsResponse st;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          if (child_->Poll()) return true;
+          return Stats(s, &st).ok() && st.serving();
+        },
+        20s))
+        << "GetStats never reported serving";
+    ASSERT_FALSE(child_->Poll().has_value()) << "kvidx-server exited with " << *child_->Poll();
+  }
+  // SIGTERM, then the exit code within `timeout` (-1 if it hangs).
+  int Stop(std::chrono::milliseconds timeout = 10s) {
+    child_->Signal(SIGTERM);
+    return child_->WaitExit(timeout).value_or(-1);
+  }
+
+  TempDir dir_;
+  std::string config_path_, token_file_, data_dir_, err_path_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  std::unique_ptr<Child> child_;
+};
+
+// --- (a) and (b): configs and the command line ---------------------------------
+
+TEST_F(ServerProcessTest, BadConfigExits2NamingFileLineAndKey) {
+  struct Case {
+    const char* yaml;
+    const char* key;
+    const char* what;
+  };
+  const Case cases[] = {
+      {"grpc:\n  listen: \"127.0.0.1:0\"\nmetrics:\n  listen: \"\"\n  bogus_key: 1\n", "metrics.bogus_key",
+       "unknown key"},
+      {"# a comment\ndata_dir: \"\"\nlog:\n  level: info\n  json: maybe\n", "log.json", "\"maybe\""},
+      {"models:\n  - {name: m}\nengines:\n  - replica: r0\n    dp_size: two\n    model: m\n"
+       "    endpoint: \"tcp://127.0.0.1:5557\"\n",
+       "engines[0].dp_size", "\"two\""},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir_.File("bad.yaml", c.yaml);
+    RunResult r = RunServer(dir_, {"--config", path});
+    EXPECT_EQ(r.exit_code, 2) << c.yaml << "\n" << r.err;
+    EXPECT_NE(r.err.find(path + ":5: " + c.key + ": "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.what), std::string::npos) << r.err;
+    // --check-config reports the same error.
+    r = RunServer(dir_, {"--check-config", "--config", path});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(path + ":5: " + c.key + ": "), std::string::npos) << r.err;
+  }
+  // A missing file is a config error too, naming the path.
+  const std::string missing = dir_.path() + "/missing.yaml";
+  RunResult r = RunServer(dir_, {"--config", missing});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
+}
+
+TEST_F(ServerProcessTest, CheckConfigAndUsage) {
+  grpc_port_ = 50051;
+  metrics_port_ = 9464;
+  WriteConfig({});
+  RunResult r = RunServer(dir_, {"--config", config_path_, "--check-config"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("OK"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(data_dir_)) << "--check-config must not touch the data directory";
+
+  r = RunServer(dir_, {"--config", config_path_, "--frobnicate"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--frobnicate"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("usage"), std::string::npos) << r.err;
+
+  r = RunServer(dir_, {"--config", config_path_, "--on-corrupt=maybe"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--on-corrupt"), std::string::npos) << r.err;
+
+  r = RunServer(dir_, {"--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("usage"), std::string::npos) << r.out;
+}
+
+// --- (c): the life of a server ----------------------------------------------------
+
+TEST_F(ServerProcessTest, ServesReloadsOnSighupAndSnapshotsOnSigterm) {
+  auto rank = MakeRank("r0");
+  ASSERT_NE(rank, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Launch({}));
+  Stubs s = Client();
+  ASSERT_NO_FATAL_FAILURE(WaitServing(s));
+
+  // Prometheus says the same.
+  std::string metrics;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        metrics = HttpGet(metrics_port_, "/metrics");
+        return HasLine(metrics, "kvidx_serving 1");
+      },
+      10s))
+      << metrics.substr(0, 500);
+  EXPECT_NE(metrics.find("200 OK"), std::string::npos);
+  EXPECT_NE(metrics.find("# TYPE kvidx_serving gauge"), std::string::npos);
+
+  // A reload with a broken config keeps the old one and logs why (the error
+  // carries quotes and a backslash: the JSON log must escape them).
+  const EngineEntry e = EngineFor(*rank);
+  const std::string engine = "  - {replica: r0, model: " + std::string(kModel) + ", endpoint: \"" + e.engine.endpoint +
+                             "\", replay_endpoint: \"" + e.engine.replay_endpoint + "\", gpu_blocks: 512}\n";
+  ProcConfig broken;
+  broken.engines_yaml = "  - {replica: r0, model: m, endpoint: \"" + e.engine.endpoint + "\", dp_size: tw\\o}\n";
+  WriteConfig(broken);
+  child_->Signal(SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return Slurp(err_path_).find("config not reloaded") != std::string::npos; }, 10s));
+  {
+    v1::ListReplicasResponse lr;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    ASSERT_TRUE(s.index->ListReplicas(&ctx, v1::ListReplicasRequest(), &lr).ok());
+    EXPECT_EQ(lr.replicas_size(), 0);
+  }
+
+  // A good one adds the engine.
+  ProcConfig with_engine;
+  with_engine.engines_yaml = engine;
+  WriteConfig(with_engine);
+  child_->Signal(SIGHUP);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        v1::ListReplicasResponse lr;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+        return s.index->ListReplicas(&ctx, v1::ListReplicasRequest(), &lr).ok() && lr.replicas_size() == 1 &&
+               lr.replicas(0).replica() == "r0";
+      },
+      10s))
+      << "ListReplicas never showed r0 after SIGHUP";
+
+  const std::vector<int64_t> prompt = Prompt(21, 16 * 5);
+  ASSERT_TRUE(rank->Serve(prompt, false).ok());
+  rank->publisher().Flush();
+  const size_t truth = rank->CachedPrefix(KeysOf(prompt));
+  ASSERT_EQ(truth, 5u);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        v1::FindPrefixResponse r;
+        return QueryTokens(s.index.get(), prompt, &r).ok() && MatchedOn(r, "r0") == truth;
+      },
+      10s))
+      << "FindPrefix never reflected the served prompt";
+  {
+    grpc::ClientContext ctx;
+    Admin(&ctx);
+    v1::ListSourcesResponse ls;
+    ASSERT_TRUE(s.admin->ListSources(&ctx, v1::ListSourcesRequest(), &ls).ok());
+    ASSERT_EQ(ls.sources_size(), 1);
+    EXPECT_EQ(ls.sources(0).source(), "r0/dp0");
+  }
+
+  // SIGTERM: clean exit with a final snapshot. Our channel goes first: an
+  // idle connection holds the server's shutdown for its whole grace period
+  // (CorruptDataDirExits1UnlessStartEmpty covers that case).
+  s = Stubs();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Stop(10s), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  EXPECT_TRUE(std::filesystem::exists(data_dir_ + "/rocksdb/CURRENT"));
+
+  const std::vector<std::string> msgs = JsonLogMessages(Slurp(err_path_));
+  EXPECT_TRUE(AnyContains(msgs, "kvidx-server listening")) << Slurp(err_path_);
+  EXPECT_TRUE(AnyContains(msgs, "SIGHUP: config not reloaded"));
+  EXPECT_TRUE(AnyContains(msgs, R"(engines[0].dp_size: expected an integer in [1, 256], got "tw\\o")"))
+      << Slurp(err_path_);
+  EXPECT_TRUE(AnyContains(msgs, "reload: 0 engine(s) removed, 1 added"));
+  EXPECT_TRUE(AnyContains(msgs, "SIGTERM: shutting down"));
+  EXPECT_TRUE(AnyContains(msgs, "kvidx-server stopped"));
+
+  // The snapshot restores in a new server on the same config.
+  Result<ServerConfig> cfg = LoadConfigFile(config_path_);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  auto again = Server::Create(cfg.value());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again.value()->node().restore_report().had_snapshot);
+  EXPECT_GE(again.value()->node().restore_report().owners, truth);
+}
+
+// --- (d): a corrupt data directory --------------------------------------------------
+
+TEST_F(ServerProcessTest, CorruptDataDirExits1UnlessStartEmpty) {
+  ProcConfig pc;
+  pc.metrics = false;
+  grpc_port_ = 50051;
+  WriteConfig(pc);
+  {
+    // A snapshot from an in-process server on the same data directory.
+    Result<ServerConfig> cfg = LoadConfigFile(config_path_);
+    ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+    cfg->grpc.listen = "127.0.0.1:0";
+    auto s = Server::Create(cfg.value());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_TRUE(s.value()->Start().ok());
+    ASSERT_TRUE(s.value()->SnapshotNow().ok());
+    ASSERT_TRUE(s.value()->Shutdown().ok());
+  }
+  const std::string current = data_dir_ + "/rocksdb/CURRENT";
+  ASSERT_TRUE(std::filesystem::exists(current));
+  std::filesystem::resize_file(current, 0);
+
+  RunResult r = RunServer(dir_, {"--config", config_path_});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(data_dir_), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--on-corrupt=start-empty"), std::string::npos) << r.err;
+  const std::vector<std::string> msgs = JsonLogMessages(r.err);
+  EXPECT_TRUE(AnyContains(msgs, "the data directory \"" + data_dir_ + "\"")) << r.err;
+
+  ASSERT_NO_FATAL_FAILURE(Launch(pc, {"--on-corrupt=start-empty"}));
+  Stubs s = Client();
+  ASSERT_NO_FATAL_FAILURE(WaitServing(s));
+  v1::GetStatsResponse st;
+  EXPECT_TRUE(Stats(s, &st).ok());
+  // A client still connected: the grace period (5 s) runs out before the
+  // final snapshot, well within 10 s.
+  EXPECT_EQ(Stop(10s), 0);
+  JsonLogMessages(Slurp(err_path_));
+}
+
+// --- JSON logs stay JSON when gRPC itself logs ------------------------------------------
+
+TEST_F(ServerProcessTest, JsonLogStaysJsonWhenGrpcLogs) {
+  // Hold the gRPC port: the server cannot listen, and gRPC core logs the
+  // bind error itself before kvidx reports it.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  grpc_port_ = ntohs(a.sin_port);
+  ProcConfig pc;
+  pc.metrics = false;
+  WriteConfig(pc);
+  RunResult r = RunServer(dir_, {"--config", config_path_});
+  close(fd);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::vector<std::string> msgs = JsonLogMessages(r.err);
+  EXPECT_TRUE(AnyContains(msgs, "grpc.listen \"127.0.0.1:" + std::to_string(grpc_port_) + "\": cannot listen"))
+      << r.err;
+  // gRPC's own report is kept, as a JSON line.
+  EXPECT_TRUE(AnyContains(msgs, "grpc: ")) << r.err;
+}
+
+}  // namespace
+}  // namespace kvidx::server::testing
