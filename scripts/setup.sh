@@ -11,6 +11,7 @@ PKGS=(
   librocksdb-dev libssl-dev prometheus-cpp-dev libspdlog-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev
   openssl curl                        # test certificates (TLS tests), /metrics checks
+  prometheus python3-yaml             # promtool + a real Prometheus (deploy checks), YAML lint
 )
 
 missing=()

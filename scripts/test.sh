@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README command 2 and what CI runs: install, build, run every test.
-#   1. Release build, all tests (ctest)
+#   1. Release build, all tests (ctest); deploy lint (promtool, YAML,
+#      dashboard, metric names) and a real Prometheus scraping kvidx
 #   2. ASan+UBSan build, all tests
 #   3. TSan build, the threaded tests (labels ingest, index; the gRPC-based
 #      areas cannot run under TSan with Debian's uninstrumented gRPC, see
@@ -20,6 +21,10 @@ bash scripts/setup.sh
 stage "release build + tests"
 BUILD_DIR=build bash scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 300
+
+stage "deploy: lint + Prometheus end to end"
+BUILD_DIR=build bash scripts/check-deploy.sh
+BUILD_DIR=build bash tests/deploy/prometheus_e2e.sh
 
 stage "ASan+UBSan build + tests"
 BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo bash scripts/build.sh \
