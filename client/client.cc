@@ -81,6 +81,7 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   }
   if (!creds) return Status::InvalidArgument("cannot create TLS credentials");
 
+  if (!options.lb_policy.empty()) args.SetLoadBalancingPolicyName(options.lb_policy);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);

@@ -57,6 +57,10 @@ struct ClientOptions {
   // Per-call deadline; zero or negative = no deadline (not recommended for
   // routers: a stuck server would stall the request path).
   std::chrono::milliseconds deadline{2000};
+  // gRPC load-balancing policy. "round_robin" with a "dns:///" target that
+  // resolves to several kvidx replicas (a headless Service) spreads calls
+  // over all of them; "" = gRPC's default (pick_first: one replica).
+  std::string lb_policy;
 };
 
 // Optional parts of a token prompt (TokenPrompt in the proto).

@@ -498,7 +498,7 @@ Status ConfigParser::ReadGrpc(const Value& v, GrpcConfig* g) {
       {"max_query_hashes", Int(1, kInt32Max, &g->max_query_hashes)},
       {"max_batch_queries", Int(1, kInt32Max, &g->max_batch_queries)},
       {"max_concurrent_streams", Int(1, kInt32Max, &g->max_concurrent_streams)},
-      {"default_deadline_ms", Int(0, kInt32Max, &g->default_deadline_ms)},
+      {"max_connection_age_ms", Int(0, kInt32Max, &g->max_connection_age_ms)},
   });
 }
 

@@ -49,8 +49,9 @@ struct GrpcConfig {
   uint32_t max_query_hashes = 1 << 16;     // block hashes per query
   uint32_t max_batch_queries = 1024;       // queries per FindPrefixBatch
   uint32_t max_concurrent_streams = 1024;  // per connection (HTTP/2 setting)
-  // Deadline applied to calls that carry none (0 = none).
-  uint32_t default_deadline_ms = 0;
+  // Close each client connection after this long (0 = never), so routers
+  // re-resolve DNS and spread over kvidx replicas added by a scale-up.
+  uint32_t max_connection_age_ms = 0;
 };
 
 struct MetricsConfig {

@@ -181,6 +181,11 @@ Status Server::Start() {
   // gRPC sets SO_REUSEPORT by default: a second kvidx on the same port would
   // silently take half the connections instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (gc.max_connection_age_ms > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, static_cast<int>(gc.max_connection_age_ms));
+    // Calls in flight when the age is reached get this long to finish.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 10000);
+  }
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, static_cast<int>(gc.max_concurrent_streams));
   im.grpc_server = builder.BuildAndStart();
   if (!im.grpc_server || im.grpc_port == 0) {

@@ -51,7 +51,7 @@ grpc:
   max_query_hashes: 65536
   max_batch_queries: 1024
   max_concurrent_streams: 1024
-  default_deadline_ms: 0
+  max_connection_age_ms: 0
 metrics: {listen: "127.0.0.1:9464"}     # "" disables
 data_dir: "./kvidx-data"                # "" = no persistence
 on_corrupt: fail                        # fail | start-empty
@@ -81,7 +81,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.grpc.max_query_hashes, 1u << 16);
   EXPECT_EQ(c.grpc.max_batch_queries, 1024u);
   EXPECT_EQ(c.grpc.max_concurrent_streams, 1024u);
-  EXPECT_EQ(c.grpc.default_deadline_ms, 0u);
+  EXPECT_EQ(c.grpc.max_connection_age_ms, 0u);
   EXPECT_EQ(c.metrics.listen, "127.0.0.1:9464");
   EXPECT_EQ(c.data_dir, "./kvidx-data");
   EXPECT_EQ(c.on_corrupt, OnCorruptData::kFail);
@@ -162,7 +162,7 @@ grpc:
     require_client_cert: false
   admin_token_file: /etc/kvidx/admin-token
   max_message_bytes: 4096
-  default_deadline_ms: 250
+  max_connection_age_ms: 250
 metrics:
   listen: ""
 data_dir: ""
@@ -188,7 +188,7 @@ engines:
   EXPECT_FALSE(c.grpc.tls.require_client_cert);
   EXPECT_EQ(c.grpc.admin_token_file, "/etc/kvidx/admin-token");
   EXPECT_EQ(c.grpc.max_message_bytes, 4096u);
-  EXPECT_EQ(c.grpc.default_deadline_ms, 250u);
+  EXPECT_EQ(c.grpc.max_connection_age_ms, 250u);
   EXPECT_EQ(c.metrics.listen, "");
   EXPECT_EQ(c.data_dir, "");
   EXPECT_EQ(c.on_corrupt, OnCorruptData::kStartEmpty);

@@ -1,0 +1,68 @@
+// Client-side load balancing over several kvidx replicas (the active-active
+// deployment): with lb_policy "round_robin" one Client spreads its calls.
+#include <gtest/gtest.h>
+
+#include "client/client.h"
+#include "server/config.h"
+#include "server/server.h"
+
+namespace kvidx::client {
+namespace {
+
+std::unique_ptr<server::Server> StartReplica() {
+  server::ServerConfig cfg;
+  cfg.grpc.listen = "127.0.0.1:0";
+  cfg.metrics.listen = "";
+  cfg.data_dir = "";
+  server::ModelConfig m;
+  m.name = "m";
+  cfg.models.push_back(m);
+  auto s = server::Server::Create(cfg);
+  EXPECT_TRUE(s.ok());
+  EXPECT_TRUE(s.value()->Start().ok());
+  return std::move(s).value();
+}
+
+uint64_t Queries(Client& c) {
+  v1::GetStatsResponse st;
+  EXPECT_TRUE(c.GetStats(&st).ok());
+  return st.queries();
+}
+
+TEST(ClientLoadBalancing, RoundRobinSpreadsCallsOverEveryReplica) {
+  auto a = StartReplica();
+  auto b = StartReplica();
+  ClientOptions o;
+  o.target = "ipv4:127.0.0.1:" + std::to_string(a->grpc_port()) + ",127.0.0.1:" + std::to_string(b->grpc_port());
+  o.lb_policy = "round_robin";
+  auto c = Client::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::vector<uint64_t> hashes = {1, 2, 3};
+  for (int i = 0; i < 40; ++i) {
+    v1::FindPrefixResponse r;
+    ASSERT_TRUE(c.value()->FindPrefixHashes("m", hashes, &r).ok());
+  }
+  ClientOptions oa, ob;
+  oa.target = "127.0.0.1:" + std::to_string(a->grpc_port());
+  ob.target = "127.0.0.1:" + std::to_string(b->grpc_port());
+  auto ca = Client::Create(oa);
+  auto cb = Client::Create(ob);
+  const uint64_t qa = Queries(*ca.value()), qb = Queries(*cb.value());
+  EXPECT_EQ(qa + qb, 40u);
+  EXPECT_GE(qa, 10u);  // round robin: about half each
+  EXPECT_GE(qb, 10u);
+
+  // Default policy (pick_first): one replica takes everything.
+  ClientOptions pf = o;
+  pf.lb_policy = "";
+  auto cp = Client::Create(pf);
+  for (int i = 0; i < 20; ++i) {
+    v1::FindPrefixResponse r;
+    ASSERT_TRUE(cp.value()->FindPrefixHashes("m", hashes, &r).ok());
+  }
+  const uint64_t da = Queries(*ca.value()) - qa, db = Queries(*cb.value()) - qb;
+  EXPECT_TRUE((da == 20 && db == 0) || (da == 0 && db == 20)) << da << " / " << db;
+}
+
+}  // namespace
+}  // namespace kvidx::client
