@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
@@ -147,7 +149,8 @@ Status SnapshotStore::OpenDb() {
     // would be indistinguishable from one whose CURRENT was lost.
     if (exists) {
       for (const auto& e : fs::directory_iterator(dir_, ec)) {
-        if (e.path().filename() != "rocksdb.init") {
+        const std::string name = e.path().filename().string();
+        if (name != "rocksdb.init" && name != "lost+found" && !name.starts_with("corrupt-")) {
           return Status::Corruption(dir_ + ": directory is not empty but has no rocksdb/ store (found '" +
                                     e.path().filename().string() + "'); not a kvidx snapshot directory");
         }
@@ -305,10 +308,30 @@ Status SnapshotStore::StartEmpty(const Status& why) {
   for (int i = 1; fs::exists(target, ec); ++i) {
     target = base + ".corrupt-" + std::to_string(NowUnixMs() / 1000) + "-" + std::to_string(i);
   }
-  fs::rename(base, target, ec);
-  if (ec) {
-    return Status::Unavailable(why.ToString() + "; --on-corrupt=start-empty could not move " + base + " to " + target +
-                               ": " + ec.message());
+  if (!opts_.move_aside_in_place) fs::rename(base, target, ec);
+  if (opts_.move_aside_in_place || ec) {
+    // A mount point cannot be renamed: move its entries into a subdirectory.
+    const std::string rename_error = ec ? ec.message() : "";
+    ec.clear();
+    target = base + "/corrupt-" + std::to_string(NowUnixMs() / 1000);
+    for (int i = 1; fs::exists(target, ec); ++i) {
+      target = base + "/corrupt-" + std::to_string(NowUnixMs() / 1000) + "-" + std::to_string(i);
+    }
+    fs::create_directory(target, ec);
+    std::vector<fs::path> entries;
+    for (const auto& e : fs::directory_iterator(base, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name != "lost+found" && !name.starts_with("corrupt-")) entries.push_back(e.path());
+    }
+    for (const fs::path& p : entries) {
+      if (ec) break;
+      fs::rename(p, fs::path(target) / p.filename(), ec);
+    }
+    if (ec) {
+      return Status::Unavailable(why.ToString() + "; --on-corrupt=start-empty could not move " + base + " aside" +
+                                 (rename_error.empty() ? "" : " (rename: " + rename_error + ")") + " nor its contents to " +
+                                 target + ": " + ec.message());
+    }
   }
   Status st = OpenDb();
   if (!st.ok()) return Status(Status::Unavailable(why.ToString() + "; starting empty failed: " + st.ToString()));

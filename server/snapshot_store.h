@@ -14,7 +14,9 @@
 // compacted again, competing with ingest for the two cores; an ingested
 // file at the bottom level is written once and deleted whole.
 //
-// Directory. The RocksDB lives in "<dir>/rocksdb". A new store is created
+// Directory. The RocksDB lives in "<dir>/rocksdb". Besides it, "<dir>" may
+// hold "lost+found" (a fresh ext4 volume) and "corrupt-*" (contents moved
+// aside in place, see StoreOptions); anything else there is not ours. A new store is created
 // in "<dir>/rocksdb.init", given its format record (synced) and renamed
 // into place, so a crash during creation leaves nothing that looks like a
 // store (Open() starts over), and a "<dir>/rocksdb" without CURRENT always
@@ -86,6 +88,11 @@ struct StoreOptions {
   // fsync the SST and the manifest write. Off only for tests that do not
   // test crash safety; crash safety needs it on.
   bool sync = true;
+  // kStartEmpty moves a bad directory aside by renaming "<dir>" to
+  // "<dir>.corrupt-<unix seconds>". When "<dir>" cannot be renamed (a volume
+  // mount point) -- or always, with this set -- it moves the directory's
+  // entries into "<dir>/corrupt-<unix seconds>/" instead.
+  bool move_aside_in_place = false;
 };
 
 // Plain counters for the metrics issue (names are the Prometheus ones).

@@ -378,6 +378,39 @@ TEST_F(Damaged, TruncatedManifestFile) {
   EXPECT_TRUE(st.code() == StatusCode::kCorruption) << st.ToString();
 }
 
+TEST_F(Damaged, StartEmptyOnAMountPointMovesTheContentsAsideInPlace) {
+  fs::resize_file(tmp_.db() + "/rocksdb/CURRENT", 0);
+  fs::create_directory(tmp_.db() + "/lost+found");
+  StoreOptions o;
+  o.on_corrupt = OnCorrupt::kStartEmpty;
+  o.move_aside_in_place = true;   // what happens when <dir> cannot be renamed
+  {
+    auto r = SnapshotStore::Open(tmp_.db(), o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r.value()->stats().corrupt_start_empty_total.load(), 1u);
+    const std::string moved = r.value()->moved_aside_to();
+    EXPECT_TRUE(moved.starts_with(tmp_.db() + "/corrupt-")) << moved;
+    EXPECT_TRUE(fs::exists(moved + "/rocksdb/CURRENT"));      // the bad store, kept for a post-mortem
+    EXPECT_TRUE(fs::exists(tmp_.db() + "/lost+found"));       // not ours: left alone
+    ASSERT_TRUE(r.value()->Write(SyntheticSnapshot(9, 100)).ok());
+  }
+  // The moved-aside directory and lost+found do not make the store foreign.
+  std::optional<SnapshotData> out;
+  ASSERT_TRUE(OpenAndLoad(tmp_.db(), &out).ok());
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->created_unix_ms, 9u);
+}
+
+TEST(SnapshotStoreDir, AFreshVolumeWithLostAndFoundIsAcceptedAsEmpty) {
+  TempDir tmp;
+  fs::create_directories(tmp.db() + "/lost+found");
+  auto r = SnapshotStore::Open(tmp.db());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto l = r.value()->LoadLatest();
+  ASSERT_TRUE(l.ok());
+  EXPECT_FALSE(l.value().has_value());
+}
+
 TEST_F(Damaged, TruncatedCurrentFile) {
   fs::resize_file(tmp_.db() + "/rocksdb/CURRENT", 0);
   ExpectRejected(StatusCode::kCorruption, "CURRENT");
