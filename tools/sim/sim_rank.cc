@@ -41,13 +41,21 @@ void SimRank::PushFree(uint32_t b) {
   blocks_[b].in_free = true;
 }
 
-void SimRank::Publish() {
+void SimRank::Publish(std::optional<ingest::DropMode> drop) {
   batch_.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   batch_.data_parallel_rank = opts_.dp_rank;
+  // One thread drives this rank, so the seq read here is the one Publish takes.
+  if (drop) {
+    publisher_->DropSeqs({publisher_->next_seq()}, *drop);
+    ++batches_dropped_;
+  }
   publisher_->Publish(batch_, opts_.era);
+  ++batches_published_;
+  events_published_ += batch_.events.size();
 }
 
-Result<ServeResult> SimRank::Serve(std::span<const int64_t> tokens, bool full_report) {
+Result<ServeResult> SimRank::Serve(std::span<const int64_t> tokens, bool full_report,
+                                   std::optional<ingest::DropMode> drop) {
   const size_t bs = hasher_.block_size();
   // The request needs one block per started block of tokens; cut what cannot fit.
   size_t max_tokens = blocks_.size() * bs;
@@ -134,8 +142,11 @@ Result<ServeResult> SimRank::Serve(std::span<const int64_t> tokens, bool full_re
   (void)first_new;
 
   if (!batch_.events.empty()) {
-    Publish();
+    Publish(drop);
     res.seq = publisher_->next_seq() - 1;
+    res.published = true;
+    res.dropped = drop.has_value();
+    res.events = batch_.events.size();
   }
 
   // 4. The request finishes: free tail-first so its last blocks go first.
@@ -144,6 +155,13 @@ Result<ServeResult> SimRank::Serve(std::span<const int64_t> tokens, bool full_re
     if (--b.ref == 0) PushFree(*it);
   }
   return res;
+}
+
+std::vector<BlockKey> SimRank::CachedKeys() const {
+  std::vector<BlockKey> out;
+  out.reserve(cached_.size());
+  for (const auto& kv : cached_) out.push_back(kv.first);
+  return out;
 }
 
 size_t SimRank::CachedPrefix(std::span<const BlockKey> keys) const {
@@ -162,10 +180,10 @@ void SimRank::ResetPrefixCache() {
   Publish();
 }
 
-Status SimRank::Restart() {
+Status SimRank::Restart(bool recreate_sockets) {
   for (Block& b : blocks_) b.cached = false;
   cached_.clear();
-  return publisher_->Restart(/*recreate_sockets=*/false);
+  return publisher_->Restart(recreate_sockets);
 }
 
 }  // namespace kvidx::sim

@@ -16,6 +16,11 @@
 // Ground truth: CachedPrefix() answers from the pool itself, so a harness can
 // compare kvidx's answer with what the engine really holds (fidelity).
 //
+// Faults (kvidx-sim, fidelity tests): Serve() can drop the batch it
+// publishes at the publisher (DropMode: lost live but kept for replay, or
+// not even buffered), and Restart() can re-create the sockets as a new
+// process would.
+//
 // Not thread-safe: one SimRank is driven by one thread. The FakeEngine it
 // publishes through is thread-safe and owned by the SimRank.
 #pragma once
@@ -23,6 +28,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -51,6 +57,9 @@ struct ServeResult {
   size_t hit_blocks = 0;    // leading blocks found in the cache
   size_t evicted = 0;
   uint64_t seq = 0;         // the batch published for this request
+  bool published = false;   // a batch was published (false: nothing changed)
+  bool dropped = false;     // ... and it was dropped at the publisher (Serve's `drop`)
+  size_t events = 0;        // events in the published batch
 };
 
 class SimRank {
@@ -58,17 +67,29 @@ class SimRank {
   static Result<std::unique_ptr<SimRank>> Create(const SimRankOptions& options);
 
   // Serves one request (prefill only). Prompts longer than the pool are cut to
-  // what fits. `full_report` = kv_cache_report_mode="full".
-  Result<ServeResult> Serve(std::span<const int64_t> tokens, bool full_report);
+  // what fits. `full_report` = kv_cache_report_mode="full". With `drop`, the
+  // batch this request publishes (if any) is dropped at the publisher in
+  // that mode (see FakeEngine::DropSeqs).
+  Result<ServeResult> Serve(std::span<const int64_t> tokens, bool full_report,
+                            std::optional<ingest::DropMode> drop = std::nullopt);
 
   // Leading blocks of `keys` this rank holds right now (the truth).
   size_t CachedPrefix(std::span<const BlockKey> keys) const;
   size_t cached_blocks() const { return cached_.size(); }
+  // Every block this rank holds right now, in no particular order.
+  std::vector<BlockKey> CachedKeys() const;
 
   // vLLM's reset_prefix_cache(): drops every cached block, publishes AllBlocksCleared.
   void ResetPrefixCache();
   // Engine restart: empty cache, seq back to 0, no event (vLLM sends none).
-  Status Restart();
+  // `recreate_sockets`: PUB and ROUTER are closed and bound again, as a new
+  // engine process would (subscribers see a disconnect and reconnect).
+  Status Restart(bool recreate_sockets = false);
+
+  // What this rank has published since creation (restarts included).
+  uint64_t batches_published() const { return batches_published_; }
+  uint64_t events_published() const { return events_published_; }
+  uint64_t batches_dropped() const { return batches_dropped_; }
 
   ingest::FakeEngine& publisher() { return *publisher_; }
   const SimRankOptions& options() const { return opts_; }
@@ -86,7 +107,7 @@ class SimRank {
   SimRank(const SimRankOptions& options, BlockHasher hasher);
   uint32_t PopFree();
   void PushFree(uint32_t b);
-  void Publish();
+  void Publish(std::optional<ingest::DropMode> drop = std::nullopt);
 
   SimRankOptions opts_;
   BlockHasher hasher_;
@@ -98,6 +119,9 @@ class SimRank {
   std::vector<BlockDigest> digests_;
   std::vector<uint32_t> held_;
   ingest::EventBatch batch_;
+  uint64_t batches_published_ = 0;
+  uint64_t events_published_ = 0;
+  uint64_t batches_dropped_ = 0;
 };
 
 }  // namespace kvidx::sim
