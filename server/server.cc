@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -202,8 +203,26 @@ Status Server::Start() {
     std::atomic<bool>* serving = &im.serving;
     Result<std::unique_ptr<MetricsEndpoint>> ep = MetricsEndpoint::Start(
         im.config.metrics.listen, [node] { return node->RenderMetrics(); }, std::move(infos),
-        [rpc, serving](std::vector<prometheus::MetricFamily>* out) {
+        [rpc, serving, node](std::vector<prometheus::MetricFamily>* out) {
           rpc->Render(out);
+          // Where each block the engines evicted sat in our recency order
+          // (0 = coldest): in sync, the mass is near 0; drift moves it up.
+          const RecencyRankHistogram h = node->index().GetEvictionRankHistogram();
+          prometheus::MetricFamily ev;
+          ev.name = "kvidx_eviction_recency_rank";
+          ev.help = "Recency rank (0 = coldest, 1 = hottest) in kvidx's order of each GPU block the engines evicted.";
+          ev.type = prometheus::MetricType::Histogram;
+          prometheus::ClientMetric hm;
+          uint64_t cum = 0;
+          for (size_t i = 0; i < RecencyRankHistogram::kBuckets; ++i) {
+            cum += h.counts[i];
+            hm.histogram.bucket.push_back({cum, RecencyRankHistogram::UpperBound(i)});
+          }
+          hm.histogram.bucket.push_back({cum, std::numeric_limits<double>::infinity()});
+          hm.histogram.sample_count = h.count;
+          hm.histogram.sample_sum = h.sum;
+          ev.metric.push_back(std::move(hm));
+          out->push_back(std::move(ev));
           prometheus::MetricFamily up;
           up.name = "kvidx_serving";
           up.help = "1 once the first restore and replay pass finished (health SERVING).";

@@ -526,7 +526,7 @@ TEST(Server, HealthTurnsServingAndMetricsAreExported) {
        {"kvidx_grpc_requests_total", "kvidx_grpc_request_duration_seconds_bucket", "kvidx_batches_total",
         "kvidx_source_state", "kvidx_index_blocks", "kvidx_source_blocks", "kvidx_drift_remove_unknown_total",
         "kvidx_snapshots_total", "kvidx_snapshot_age_seconds", "kvidx_restored_blocks", "kvidx_serving",
-        "kvidx_batches_lost_total", "kvidx_seq_gaps_total"}) {
+        "kvidx_batches_lost_total", "kvidx_seq_gaps_total", "kvidx_eviction_recency_rank_bucket"}) {
     EXPECT_NE(m1.find(name), std::string::npos) << name;
   }
   EXPECT_NE(m1.find("# TYPE kvidx_grpc_requests_total counter"), std::string::npos);
