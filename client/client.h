@@ -61,6 +61,12 @@ struct ClientOptions {
   // resolves to several kvidx replicas (a headless Service) spreads calls
   // over all of them; "" = gRPC's default (pick_first: one replica).
   std::string lb_policy;
+  // Reconnect backoff after a lost connection: starts at the initial value,
+  // grows to the maximum. gRPC's defaults (1 s .. 120 s) leave a router
+  // without answers for seconds after a kvidx restart; a router that falls
+  // back to load-only routing meanwhile wants to be back quickly.
+  std::chrono::milliseconds reconnect_backoff_initial{100};
+  std::chrono::milliseconds reconnect_backoff_max{2000};
 };
 
 // Optional parts of a token prompt (TokenPrompt in the proto).

@@ -1,6 +1,9 @@
-// Client-side load balancing over several kvidx replicas (the active-active
-// deployment): with lb_policy "round_robin" one Client spreads its calls.
+// The Client's channel: load balancing over several kvidx replicas (the
+// active-active deployment) and reconnecting after a kvidx restart.
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
 
 #include "client/client.h"
 #include "server/config.h"
@@ -9,9 +12,9 @@
 namespace kvidx::client {
 namespace {
 
-std::unique_ptr<server::Server> StartReplica() {
+std::unique_ptr<server::Server> StartReplica(const std::string& listen = "127.0.0.1:0") {
   server::ServerConfig cfg;
-  cfg.grpc.listen = "127.0.0.1:0";
+  cfg.grpc.listen = listen;
   cfg.metrics.listen = "";
   cfg.data_dir = "";
   server::ModelConfig m;
@@ -62,6 +65,37 @@ TEST(ClientLoadBalancing, RoundRobinSpreadsCallsOverEveryReplica) {
   }
   const uint64_t da = Queries(*ca.value()) - qa, db = Queries(*cb.value()) - qb;
   EXPECT_TRUE((da == 20 && db == 0) || (da == 0 && db == 20)) << da << " / " << db;
+}
+
+TEST(ClientReconnect, ABackAgainServerIsReachedWithinTheBackoffMaximum) {
+  auto a = StartReplica();
+  const int port = a->grpc_port();
+  ClientOptions o;
+  o.target = "127.0.0.1:" + std::to_string(port);
+  o.deadline = std::chrono::milliseconds(200);
+  o.reconnect_backoff_initial = std::chrono::milliseconds(50);
+  o.reconnect_backoff_max = std::chrono::milliseconds(300);
+  auto c = Client::Create(o);
+  ASSERT_TRUE(c.ok());
+  v1::GetStatsResponse st;
+  ASSERT_TRUE(c.value()->GetStats(&st).ok());
+  ASSERT_TRUE(a->Shutdown(std::chrono::milliseconds(100)).ok());
+  a.reset();
+  // Down for a while: the channel backs off (up to 300 ms between tries).
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_FALSE(c.value()->GetStats(&st).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  auto b = StartReplica("127.0.0.1:" + std::to_string(port));
+  const auto back = std::chrono::steady_clock::now();
+  bool ok = false;
+  while (!ok && std::chrono::steady_clock::now() - back < std::chrono::seconds(5)) {
+    ok = c.value()->GetStats(&st).ok();
+    if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(ok);
+  // gRPC's default backoff would typically take 1-3 s here.
+  EXPECT_LT(std::chrono::steady_clock::now() - back, std::chrono::milliseconds(1500));
 }
 
 }  // namespace
