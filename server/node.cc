@@ -171,7 +171,9 @@ Result<std::vector<std::string>> Node::AddEngine(const EngineEntry& engine) {
   if (!started_) return Status::FailedPrecondition("node not started");
   std::vector<std::string> names;
   if (Status s = AddEngineLocked(engine, &names); !s.ok()) return s;
-  spdlog::info("engine {} added ({} source{})", engine.engine.replica, names.size(), names.size() == 1 ? "" : "s");
+  spdlog::warn("engine {} added at run time ({} source{}); it is not in the config file, so after a restart it "
+               "is gone and its restored blocks are dropped: add it to the config to keep it",
+               engine.engine.replica, names.size(), names.size() == 1 ? "" : "s");
   return names;
 }
 

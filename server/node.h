@@ -90,7 +90,9 @@ class Node {
   const ingest::Ingester& ingester() const { return *ingester_; }
 
   // --- Control ---------------------------------------------------------------
-  // Adds an engine (all DP ranks); returns the source names.
+  // Adds an engine (all DP ranks); returns the source names. Run-time
+  // engines are not persisted: the config file is the source of truth for
+  // what exists after a restart (a Kubernetes ConfigMap, SIGHUP reloads it).
   Result<std::vector<std::string>> AddEngine(const EngineEntry& engine);
   Status RemoveEngine(std::string_view replica);
   Status Resync(std::string_view source_or_replica);
