@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,8 +14,12 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "index/block_index.h"
+#include "index/source_registry.h"
+#include "index/tier.h"
 #include "ingest/batch_sink.h"
 #include "ingest/encoder.h"
+#include "ingest/index_sink.h"
 #include "ingest/ingester.h"
 
 // GCC 12 at -O3 reports a bogus -Wrestrict inside std::string assignment of
@@ -40,6 +45,7 @@ struct Args {
   bool bytes_hashes = false;
   std::string transport = "tcp";
   int runs = 3;
+  std::string sink = "count";  // count | index (IndexSink into a real BlockIndex)
 };
 
 bool ParseArgs(int argc, char** argv, Args* a) {
@@ -59,10 +65,11 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     else if (k == "--era") a->era = v;
     else if (k == "--transport") a->transport = v;
     else if (k == "--runs") a->runs = std::atoi(v);
+    else if (k == "--sink") a->sink = v;
     else return false;
   }
   return a->batches > 0 && a->blocks > 0 && a->sources > 0 && a->threads > 0 && a->runs > 0 &&
-         (a->transport == "tcp" || a->transport == "inproc");
+         (a->transport == "tcp" || a->transport == "inproc") && (a->sink == "count" || a->sink == "index");
 }
 
 class CountingSink : public BatchSink {
@@ -82,6 +89,33 @@ class CountingSink : public BatchSink {
   void OnSourceReset(const SourceSpec&, ResetReason) override { resets_.fetch_add(1); }
 
   std::atomic<uint64_t> batches_{0}, events_{0}, blocks_{0}, checksum_{0}, resets_{0};
+};
+
+// --sink index: the real apply path (IndexSink -> BlockIndex), counted the
+// same way so the run knows when everything arrived.
+class IndexingSink : public CountingSink {
+ public:
+  IndexingSink() : sink_(&index_, &sources_, &tiers_) {}
+  void OnSourceAdded(const SourceSpec& s) override { sink_.OnSourceAdded(s); }
+  void OnBatch(const SourceSpec& s, uint64_t seq, const EventBatch& b, bool replayed) override {
+    sink_.OnBatch(s, seq, b, replayed);
+    CountingSink::OnBatch(s, seq, b, replayed);
+  }
+  void OnSourceReset(const SourceSpec& s, ResetReason r) override {
+    sink_.OnSourceReset(s, r);
+    CountingSink::OnSourceReset(s, r);
+  }
+  void OnSourceRemoved(const SourceSpec& s) override { sink_.OnSourceRemoved(s); }
+  void OnSourceStateChanged(const SourceSpec& s, kvidx::SourceState f, kvidx::SourceState t) override {
+    sink_.OnSourceStateChanged(s, f, t);
+  }
+  uint64_t distinct_blocks() { return index_.BlockCount(0); }
+
+ private:
+  kvidx::BlockIndex index_;
+  kvidx::SourceRegistry sources_;
+  kvidx::TierRegistry tiers_;
+  kvidx::ingest::IndexSink sink_;
 };
 
 std::string Payload(uint64_t salt, const Args& a, const kvidx::ingest::WireEra& era) {
@@ -136,7 +170,9 @@ bool RunOnce(const Args& a, const kvidx::ingest::WireEra& era, RunResult* out) {
     }
     eps.push_back(pubs.back().get(zmq::sockopt::last_endpoint));
   }
-  CountingSink sink;
+  std::unique_ptr<CountingSink> sink_owner =
+      a.sink == "index" ? std::make_unique<IndexingSink>() : std::make_unique<CountingSink>();
+  CountingSink& sink = *sink_owner;
   kvidx::ingest::IngestOptions o;
   o.num_threads = a.threads;
   o.sub_rcvhwm = 0;
@@ -161,7 +197,10 @@ bool RunOnce(const Args& a, const kvidx::ingest::WireEra& era, RunResult* out) {
     }
   }
   std::vector<std::string> payloads;
-  for (uint64_t k = 0; k < 64; ++k) payloads.push_back(Payload(k, a, era));
+  // Distinct payloads (distinct block hashes); with --sink index, enough that
+  // most stores insert new blocks rather than bump a refcount.
+  const uint64_t distinct = a.sink == "index" ? std::min<uint64_t>(a.batches, 200000) : 64;
+  for (uint64_t k = 0; k < distinct; ++k) payloads.push_back(Payload(k, a, era));
   std::vector<uint64_t> seq(static_cast<size_t>(a.sources), 0);
   std::string seq_frame;
   uint64_t bytes = 0;
@@ -196,6 +235,9 @@ bool RunOnce(const Args& a, const kvidx::ingest::WireEra& era, RunResult* out) {
     std::fprintf(stderr, "warning: %llu batches lost, %llu resets\n", static_cast<unsigned long long>(lost),
                  static_cast<unsigned long long>(sink.resets_.load()));
   }
+  if (auto* ix = dynamic_cast<IndexingSink*>(&sink)) {
+    std::printf("        index holds %llu distinct blocks\n", static_cast<unsigned long long>(ix->distinct_blocks()));
+  }
   ing.Stop();
   return true;
 }
@@ -212,7 +254,7 @@ int RunIngestBench(int argc, char** argv) {
   Args a;
   if (!ParseArgs(argc, argv, &a)) {
     std::fprintf(stderr,
-                 "usage: kvidx-bench ingest [--batches N] [--blocks B] [--sources S] [--threads T]\n"
+                 "usage: kvidx-bench ingest [--batches N] [--blocks B] [--sources S] [--threads T] [--sink count|index]\n"
                  "                          [--era map|array-v6|...] [--bytes-hashes]\n"
                  "                          [--transport tcp|inproc] [--runs R]\n");
     return 2;
