@@ -86,12 +86,13 @@ JsonWriter& JsonWriter::Double(double v) {
   // rates need no more than microsecond precision, so %.6f trimmed is enough
   // and reads well.
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6f", v);
-  std::string s = buf;
-  while (!s.empty() && s.back() == '0') s.pop_back();
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  if (s == "-0") s = "0";
-  out_ += s;
+  const int n = std::snprintf(buf, sizeof buf, "%.6f", v);
+  std::string_view s(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  while (!s.empty() && s.back() == '0') s.remove_suffix(1);
+  if (!s.empty() && s.back() == '.') s.remove_suffix(1);
+  // (A view, not a std::string: GCC 12 under ASan flags assigning a literal
+  // to the trimmed string with a spurious -Wrestrict.)
+  out_ += (s == "-0") ? std::string_view("0") : s;
   return *this;
 }
 
