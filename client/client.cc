@@ -87,10 +87,11 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  // Only the backoff between attempts: GRPC_ARG_MIN_RECONNECT_BACKOFF_MS
+  // would also shorten each connection attempt's own timeout (20 s), and a
+  // slow handshake would then never complete.
   if (options.reconnect_backoff_initial.count() > 0) {
-    const int initial = static_cast<int>(options.reconnect_backoff_initial.count());
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, initial);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, initial);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options.reconnect_backoff_initial.count()));
   }
   if (options.reconnect_backoff_max.count() > 0) {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options.reconnect_backoff_max.count()));
