@@ -532,6 +532,40 @@ TEST_F(BlockIndexTest, RestoreAcceptsAnyOrderAndRejectsDuplicatesInEvery) {
   }
 }
 
+TEST_F(BlockIndexTest, LargeRestoreRoundTrip) {
+  // 2 x 130,000 owners, two tiers: many table resizes on the fast path.
+  for (uint32_t s = 0; s < 2; ++s) {
+    for (uint64_t b = 0; b < 130000; b += 1000) {
+      Store(s, Range(b + 1, b + 1001), std::nullopt, s == 0 ? Tier::kGpu : Tier::kCpu);
+    }
+  }
+  Store(0, Range(1, 20));   // duplicate copies: refcounts 2
+  IndexSnapshot snap;
+  index_.Dump(&snap);
+  ASSERT_GE(snap.owners.size(), 200000u);
+  BlockIndex copy;
+  ASSERT_TRUE(copy.Restore(snap).ok());
+  IndexSnapshot back;
+  copy.Dump(&back);
+  EXPECT_TRUE(SameContents(snap, back));
+  EXPECT_EQ(copy.GetSourceStats(0).gpu_copies, index_.GetSourceStats(0).gpu_copies);
+  PrefixMatch a, b;
+  ASSERT_TRUE(index_.FindPrefix(model_, Range(1, 300), {}, &a).ok());
+  ASSERT_TRUE(copy.FindPrefix(model_, Range(1, 300), {}, &b).ok());
+  ASSERT_EQ(a.sources.size(), b.sources.size());
+  for (size_t i = 0; i < a.sources.size(); ++i) {
+    EXPECT_EQ(a.sources[i].gpu_blocks, b.sources[i].gpu_blocks);
+    EXPECT_EQ(a.sources[i].blocks_with_lower_tiers, b.sources[i].blocks_with_lower_tiers);
+  }
+  // A duplicate anywhere is still Corruption.
+  for (size_t at : {size_t{0}, snap.owners.size() / 2, snap.owners.size() - 1}) {
+    IndexSnapshot dup = snap;
+    dup.owners.insert(dup.owners.begin() + static_cast<long>(at), dup.owners[at]);
+    BlockIndex c;
+    EXPECT_EQ(c.Restore(dup).code(), StatusCode::kCorruption);
+  }
+}
+
 TEST_F(BlockIndexTest, ClockRebaseKeepsRecencyOrder) {
   Store(0, Keys({1, 2, 3}));
   Store(0, Keys({1}));
