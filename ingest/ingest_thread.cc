@@ -37,7 +37,6 @@ struct IngestThread::Listener {
   std::unique_ptr<zmq::socket_t> monitor;
   std::unordered_map<std::string, Source*> by_topic;
   std::unordered_set<uint32_t> peers;  // accepted connections (fds), from the monitor
-  bool ever_connected = false;
 };
 
 struct IngestThread::Source final : Sequencer::Delegate {
@@ -49,6 +48,10 @@ struct IngestThread::Source final : Sequencer::Delegate {
   std::unique_ptr<zmq::socket_t> monitor;  // connect mode
   std::unique_ptr<zmq::socket_t> dealer;   // while a replay is outstanding
   Listener* listener = nullptr;            // bind mode
+  // Bind mode: the accepted connection (fd) this source's traffic last came
+  // through, or -1. Set by the first message on a connection, cleared when
+  // the monitor reports that connection gone.
+  int peer_fd = -1;
   bool connected = false;
   bool ever_connected = false;
   SourceState state = SourceState::kConnecting;
@@ -116,6 +119,7 @@ class IngestThread::Loop {
   void AfterEvent(Source& s);
   SourceState ComputeState(const Source& s) const;
   void MarkReceived(Source& s);
+  void BindPeer(Source& s, zmq::message_t& first_frame);
 
   std::unique_ptr<zmq::socket_t> MakeSub();
   std::unique_ptr<zmq::socket_t> StartMonitor(zmq::socket_t& sock, int events);
@@ -422,16 +426,10 @@ bool IngestThread::Loop::ProcessCommands() {
 // ---- state -----------------------------------------------------------------
 
 SourceState IngestThread::Loop::ComputeState(const Source& s) const {
-  bool connected = s.connected;
-  bool ever = s.ever_connected;
-  if (s.listener != nullptr && opts_.monitor_peers) {
-    connected = !s.listener->peers.empty();
-    ever = s.listener->ever_connected;
-  }
-  if (opts_.monitor_peers && ever && !connected) return SourceState::kDisconnected;
+  if (opts_.monitor_peers && s.ever_connected && !s.connected) return SourceState::kDisconnected;
   Sequencer::SyncState sync = s.seq->sync_state();
   if (sync == Sequencer::SyncState::kReplaying) return SourceState::kReplaying;
-  if (!ever && !s.seq->last_applied()) return SourceState::kConnecting;
+  if (!s.ever_connected && !s.seq->last_applied()) return SourceState::kConnecting;
   return sync == Sequencer::SyncState::kDegraded ? SourceState::kDegraded : SourceState::kExact;
 }
 
@@ -463,6 +461,26 @@ void IngestThread::Loop::MarkReceived(Source& s) {
   if (!opts_.monitor_peers) s.connected = s.ever_connected = true;
 }
 
+void IngestThread::Loop::BindPeer(Source& s, zmq::message_t& first_frame) {
+  // Several engines share one bound SUB socket; the monitor names the
+  // connections (fds) but not the engines. libzmq tags every received
+  // message with the fd it came through (ZMQ_SRCFD), so the first message of
+  // a topic on a connection ties that connection to the source.
+  int fd = zmq_msg_get(first_frame.handle(), ZMQ_SRCFD);
+  if (fd >= 0 && fd == s.peer_fd) return;
+  if (fd < 0) {  // a transport without fds (inproc): traffic is the evidence
+    s.connected = s.ever_connected = true;
+    return;
+  }
+  // A new connection for a source that had one: the engine went away and
+  // came back, possibly restarted. Same rule as a connect-mode handshake.
+  bool reconnected = s.ever_connected;
+  s.peer_fd = fd;
+  SourceStats::Inc(s.stats->peer_connects);
+  if (reconnected) s.seq->OnPeerConnected(Clock::now(), /*reconnected=*/true);
+  s.connected = s.ever_connected = true;
+}
+
 // ---- data path -------------------------------------------------------------
 
 void IngestThread::Loop::DrainSub(zmq::socket_t& sock, Source* fixed, Listener* listener) {
@@ -488,7 +506,11 @@ void IngestThread::Loop::DrainSub(zmq::socket_t& sock, Source* fixed, Listener* 
       }
       s = it->second;
     }
-    MarkReceived(*s);
+    if (listener != nullptr && opts_.monitor_peers) {
+      BindPeer(*s, frames_[0]);
+    } else {
+      MarkReceived(*s);
+    }
     RawMessage raw;
     DecodeError err;
     std::array<std::string_view, 3> views;
@@ -580,12 +602,23 @@ void IngestThread::Loop::DrainMonitor(zmq::socket_t& mon, Source* s, Listener* l
     } else if (l != nullptr) {
       if (event == ZMQ_EVENT_ACCEPTED) {
         l->peers.insert(value);
-        l->ever_connected = true;
-        // Some engine on this socket (re)connected; which one is unknown, so
-        // every source here probes for batches sent before it subscribed.
+        // Some engine on this socket (re)connected; which one is unknown
+        // until it sends, so every source here probes for batches sent
+        // before it subscribed.
         for (auto& [topic, src] : l->by_topic) src->seq->OnPeerConnected(Clock::now(), /*reconnected=*/false);
       } else if (event == ZMQ_EVENT_DISCONNECTED) {
         l->peers.erase(value);
+        // Only the sources whose traffic came through that connection lose
+        // their peer. (A message still queued from a closed connection can
+        // re-tie a source to its fd after this; if the kernel has reused the
+        // fd for another engine by then, that source shows connected until
+        // the fd closes again. Rare, and never affects sequencing.)
+        for (auto& [topic, src] : l->by_topic) {
+          if (src->peer_fd != static_cast<int>(value)) continue;
+          src->peer_fd = -1;
+          src->connected = false;
+          SourceStats::Inc(src->stats->peer_disconnects);
+        }
       }
       for (auto& [topic, src] : l->by_topic) AfterEvent(*src);
     }

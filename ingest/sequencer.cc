@@ -57,7 +57,7 @@ std::optional<Sequencer::Clock::time_point> Sequencer::NextDeadline() const {
 }
 
 void Sequencer::OnPeerConnected(Clock::time_point now, bool reconnected) {
-  if (reconnected) peer_reconnected_ = true;
+  if (reconnected && last_ && KnownFingerprint(*last_)) verify_at_ = *last_;
   if (opts_.has_replay && opts_.probe_delay > Clock::duration::zero()) {
     probe_pending_ = true;
     probe_at_ = now + opts_.probe_delay;
@@ -80,9 +80,6 @@ void Sequencer::ProcessLive(uint64_t seq, std::string_view payload, Clock::time_
     Hold(seq, payload);
     return;
   }
-  bool reconnected = false;
-  if (!from_held) std::swap(reconnected, peer_reconnected_);
-
   if (last_ && seq <= *last_) {
     uint64_t fp = FingerprintOf(payload);
     std::optional<uint64_t> known = KnownFingerprint(seq);
@@ -98,6 +95,13 @@ void Sequencer::ProcessLive(uint64_t seq, std::string_view payload, Clock::time_
   }
 
   uint64_t next = NextSeq();
+  if (verify_at_ && opts_.has_replay) {
+    Hold(seq, payload);
+    if (seq > next) SourceStats::Inc(stats_->seq_gaps);
+    StartReplay(next, seq > next ? ReplayReason::kGap : ReplayReason::kProbe, std::exchange(verify_at_, std::nullopt),
+                now);
+    return;
+  }
   if (seq == next) {
     pending_unknown_ = false;
     accept_any_base_ = false;
@@ -124,15 +128,14 @@ void Sequencer::ProcessLive(uint64_t seq, std::string_view payload, Clock::time_
     return;
   }
   Hold(seq, payload);
-  std::optional<uint64_t> verify;
-  if (reconnected && last_ && KnownFingerprint(*last_)) verify = *last_;
-  StartReplay(next, ReplayReason::kGap, verify, now);
+  StartReplay(next, ReplayReason::kGap, std::nullopt, now);
 }
 
 void Sequencer::ForgetState() {
   last_.reset();
   stats_->last_seq.store(-1, std::memory_order_relaxed);
   degraded_ = false;
+  verify_at_.reset();
   pending_unknown_ = false;
   accept_any_base_ = false;
   for (auto& f : fingerprints_) f = Fingerprint{};
@@ -267,9 +270,7 @@ void Sequencer::Tick(Clock::time_point now) {
   if (!replaying_) {
     if (probe_pending_ && now >= probe_at_) {
       probe_pending_ = false;
-      std::optional<uint64_t> verify;
-      if (std::exchange(peer_reconnected_, false) && last_ && KnownFingerprint(*last_)) verify = *last_;
-      StartReplay(NextSeq(), ReplayReason::kProbe, verify, now);
+      StartReplay(NextSeq(), ReplayReason::kProbe, std::exchange(verify_at_, std::nullopt), now);
     }
     return;
   }

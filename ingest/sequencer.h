@@ -16,9 +16,12 @@
 //     sequence, replaying from 0 if the restart was noticed after seq 0.
 //   - live seq > last + 1: a gap. Hold the batch, request replay from
 //     last + 1; without a replay endpoint count the missed batches as lost.
-//     After a peer reconnect (a hint that the engine may have restarted) the
-//     request starts at `last` instead, and the replayed copy of `last` is
-//     compared with what was applied: a mismatch means a restart.
+//   - after a peer reconnect (a hint that the engine may have restarted) the
+//     next live batch above `last`, even seq == last + 1, is held and a
+//     replay from `last` (as it was at the reconnect) compares the engine's
+//     copy of it with what was applied: a mismatch means a restart. A new
+//     engine that published as many batches as the old one while we were
+//     away continues the numbering seamlessly; only the bytes tell.
 //   - while a replay is outstanding, live batches are held (bounded) and
 //     merged in arrival order once it ends; whatever the replay already
 //     applied is dropped from them as duplicates.
@@ -181,7 +184,10 @@ class Sequencer {
   bool pending_unknown_ = false;
   // After a resync that could not replay: the next batch is the new base.
   bool accept_any_base_ = false;
-  bool peer_reconnected_ = false;
+  // Set by a reconnect: the applied seq whose engine copy must be compared
+  // before anything newer is trusted. Pinned then, not read later, because
+  // batches of a new engine may be applied before the check runs.
+  std::optional<uint64_t> verify_at_;
   bool probe_pending_ = false;
   Clock::time_point probe_at_;
   std::vector<Fingerprint> fingerprints_;

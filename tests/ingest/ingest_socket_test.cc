@@ -70,6 +70,28 @@ class IngestSocketTest : public ::testing::Test {
     return c;
   }
 
+  // An engine whose PUB is opened later with OpenPub(), once kvidx in bind
+  // mode has a port for it to connect to.
+  static std::unique_ptr<FakeEngine> DeferredEngine(const std::string& topic) {
+    FakeEngineOptions fo;
+    fo.endpoint = "";
+    fo.replay_endpoint = "tcp://127.0.0.1:*";
+    fo.topic = topic;
+    auto e = FakeEngine::Create(fo);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? std::move(e.value()) : nullptr;
+  }
+
+  static EngineConfig BindConfig(const std::string& replica, const FakeEngine& e) {
+    EngineConfig c;
+    c.replica = replica;
+    c.model = "m1";
+    c.endpoint = "tcp://127.0.0.1:*";
+    c.replay_endpoint = e.replay_endpoint();
+    c.mode = ConnectMode::kBind;
+    return c;
+  }
+
   std::shared_ptr<const SourceStats> Stats(const std::string& name) {
     auto s = ing_->GetSource(name);
     EXPECT_TRUE(s.has_value()) << name;
@@ -332,27 +354,11 @@ TEST_F(IngestSocketTest, BindModeRoutesEnginesByTopic) {
   IngestOptions o = FastOptions();
   o.topic_template = TopicTemplate("kv@{replica}@{model}");
   StartIngester(o);
-  auto deferred = [](const std::string& topic) {
-    FakeEngineOptions fo;
-    fo.endpoint = "";  // opened once kvidx has bound its port
-    fo.replay_endpoint = "tcp://127.0.0.1:*";
-    fo.topic = topic;
-    auto e = FakeEngine::Create(fo);
-    EXPECT_TRUE(e.ok()) << e.status().ToString();
-    return std::move(e.value());
-  };
-  auto a = deferred("kv@ra@m1");
-  auto b = deferred("kv@rb@m1");
-  auto stranger = deferred("kv@ra@m1-other");  // prefix-matches ra's subscription
-  for (auto [name, eng] : {std::pair{"ra", a.get()}, std::pair{"rb", b.get()}}) {
-    EngineConfig c;
-    c.replica = name;
-    c.model = "m1";
-    c.endpoint = "tcp://127.0.0.1:*";
-    c.replay_endpoint = eng->replay_endpoint();
-    c.mode = ConnectMode::kBind;
-    ASSERT_OK(ing_->AddEngine(c));
-  }
+  auto a = DeferredEngine("kv@ra@m1");
+  auto b = DeferredEngine("kv@rb@m1");
+  auto stranger = DeferredEngine("kv@ra@m1-other");  // prefix-matches ra's subscription
+  ASSERT_OK(ing_->AddEngine(BindConfig("ra", *a)));
+  ASSERT_OK(ing_->AddEngine(BindConfig("rb", *b)));
   auto sa = ing_->GetSource("ra/dp0");
   auto sb = ing_->GetSource("rb/dp0");
   ASSERT_TRUE(sa && sb);
@@ -390,6 +396,53 @@ TEST_F(IngestSocketTest, BindModeRoutesEnginesByTopic) {
   dup.mode = ConnectMode::kBind;
   EXPECT_FALSE(ing_->AddEngine(dup).ok());
   EXPECT_FALSE(ing_->GetSource("ra2/dp0").has_value());
+}
+
+// Several engines on one bound socket each have their own connection state:
+// one engine reconnecting or dying says nothing about the others.
+TEST_F(IngestSocketTest, BindModeTracksEachEnginesConnection) {
+  IngestOptions o = FastOptions();
+  o.topic_template = TopicTemplate("kv@{replica}@{model}");
+  StartIngester(o);
+  auto a = DeferredEngine("kv@ra@m1");
+  auto b = DeferredEngine("kv@rb@m1");
+  ASSERT_OK(ing_->AddEngine(BindConfig("ra", *a)));
+  ASSERT_OK(ing_->AddEngine(BindConfig("rb", *b)));
+  std::string ep = ing_->GetSource("ra/dp0")->endpoint;
+  ASSERT_OK(a->OpenPub(ep));
+  ASSERT_OK(b->OpenPub(ep));
+  Prime(*a, "ra/dp0", 10000);
+  Prime(*b, "rb/dp0", 20000);
+  ASSERT_TRUE(WaitState("ra/dp0", SourceState::kExact));
+  ASSERT_TRUE(WaitState("rb/dp0", SourceState::kExact));
+  EXPECT_EQ(Stats("ra/dp0")->peer_connects.load(), 1u);
+  EXPECT_EQ(Stats("rb/dp0")->peer_connects.load(), 1u);
+
+  // b restarts on a new connection: its own blocks go, a's stay.
+  ASSERT_OK(b->Restart(/*recreate_sockets=*/true));
+  // The new connection is a slow joiner too; publish until the restart shows
+  // (whichever batch arrives first, seq reuse or the reconnect probe tells).
+  bool restarted = false;
+  for (int i = 0; i < 100 && !restarted; ++i) {
+    b->Publish(StorePayload(25000 + 10 * static_cast<uint64_t>(i)));
+    restarted = WaitFor([&] { return Stats("rb/dp0")->engine_restarts.load() == 1; }, 100ms);
+  }
+  ASSERT_TRUE(restarted);
+  EXPECT_TRUE(WaitState("rb/dp0", SourceState::kExact));
+  EXPECT_EQ(Stats("rb/dp0")->peer_connects.load(), 2u);
+  EXPECT_GE(Stats("rb/dp0")->peer_disconnects.load(), 1u);
+  EXPECT_EQ(Stats("ra/dp0")->peer_disconnects.load(), 0u);
+  EXPECT_EQ(Stats("ra/dp0")->engine_restarts.load(), 0u);
+  EXPECT_TRUE(sink_.Get("ra/dp0").resets.empty());
+
+  // a dies: only a is DISCONNECTED; b, idle but alive, stays EXACT.
+  a.reset();
+  ASSERT_TRUE(WaitState("ra/dp0", SourceState::kDisconnected));
+  EXPECT_EQ(State("rb/dp0"), SourceState::kExact);
+  uint64_t s = b->Publish(StorePayload(26000));
+  ASSERT_TRUE(WaitFor([&] { return sink_.Saw("rb/dp0", s); }));
+  EXPECT_EQ(State("rb/dp0"), SourceState::kExact);
+  EXPECT_EQ(State("ra/dp0"), SourceState::kDisconnected);
 }
 
 TEST_F(IngestSocketTest, MalformedFramesAreCountedAndTheSourceKeepsGoing) {

@@ -303,6 +303,63 @@ TEST_F(SequencerTest, ReconnectHintDetectsRestartAboveLastSeq) {
   EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
 }
 
+// A new engine that published as many batches as the old one while we were
+// away continues the numbering seamlessly: seq == last + 1 must not be
+// trusted after a reconnect until the engine's copy of `last` is compared.
+TEST_F(SequencerTest, ReconnectHintHoldsEvenTheNextSeqUntilVerified) {
+  Make(true);
+  Serve(0, 5);
+  seq_->OnPeerConnected(now_, /*reconnected=*/true);
+  seq_->OnLive(6, P(6, 1), now_);
+  EXPECT_EQ(rec_.applied.size(), 6u);  // held, not applied
+  ASSERT_EQ(rec_.requests.back(), 5u);
+  seq_->OnReplayBatch(5, P(5, 1), now_);  // not what we applied: a new engine
+  EXPECT_EQ(stats_.engine_restarts.load(), 1u);
+  ASSERT_EQ(rec_.requests.back(), 0u);
+  Serve(0, 6, 1);
+  EXPECT_EQ(rec_.resets.size(), 1u);
+  EXPECT_EQ(rec_.applied.size(), 13u);  // 0..5 old + 0..6 new
+  EXPECT_EQ(rec_.applied.back().payload, P(6, 1));
+  EXPECT_EQ(stats_.seq_gaps.load(), 0u);
+  EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
+}
+
+TEST_F(SequencerTest, ReconnectHintPassesTheSameEngineThrough) {
+  Make(true);
+  Serve(0, 5);
+  seq_->OnPeerConnected(now_, /*reconnected=*/true);
+  seq_->OnLive(6, P(6), now_);
+  ASSERT_EQ(rec_.requests.back(), 5u);
+  Serve(5, 6);
+  EXPECT_EQ(rec_.Seqs(), Range(0, 6));
+  EXPECT_EQ(stats_.engine_restarts.load(), 0u);
+  seq_->OnLive(7, P(7), now_);  // verified once; no further round trips
+  EXPECT_EQ(rec_.Seqs(), Range(0, 7));
+  EXPECT_EQ(rec_.requests.size(), 2u);  // cold start + the check
+}
+
+// The check is pinned to `last` as it was at the reconnect: batches applied
+// meanwhile (by a replay already in flight) must not move it.
+TEST_F(SequencerTest, ReconnectCheckIsPinnedWhileAReplayIsInFlight) {
+  Make(true);
+  Serve(0, 5);
+  seq_->OnPeerConnected(now_, false);
+  now_ += 300ms;
+  seq_->Tick(now_);  // probe from 6, in flight
+  ASSERT_EQ(rec_.requests.back(), 6u);
+  seq_->OnPeerConnected(now_, /*reconnected=*/true);  // the engine came back meanwhile
+  seq_->OnLive(7, P(7, 1), now_);                     // held behind the probe
+  Serve(6, 7, 1);  // the new engine's 6 and 7 applied as if continuing
+  now_ += 300ms;
+  seq_->Tick(now_);                     // the reconnect's own probe
+  ASSERT_EQ(rec_.requests.back(), 5u);  // checks 5, not 7
+  seq_->OnReplayBatch(5, P(5, 1), now_);
+  EXPECT_EQ(stats_.engine_restarts.load(), 1u);
+  Serve(0, 7, 1);
+  EXPECT_EQ(rec_.applied.back().payload, P(7, 1));
+  EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
+}
+
 TEST_F(SequencerTest, ProbeAfterConnectRecoversBatchesSentBeforeTheSubscription) {
   Make(true);
   seq_->OnReplayEnd(now_);  // cold start: ring empty
