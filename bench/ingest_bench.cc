@@ -40,6 +40,7 @@ struct Args {
   uint64_t batches = 200000;  // total, over all sources
   uint32_t blocks = 32;       // per batch (one BlockStored of `blocks` 16-token blocks)
   int sources = 1;
+  int active = 0;             // sources that publish (0 = all); the rest stay idle
   size_t threads = 1;
   std::string era = "map";
   bool bytes_hashes = false;
@@ -61,6 +62,7 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     if (k == "--batches") a->batches = std::strtoull(v, nullptr, 10);
     else if (k == "--blocks") a->blocks = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
     else if (k == "--sources") a->sources = std::atoi(v);
+    else if (k == "--active") a->active = std::atoi(v);
     else if (k == "--threads") a->threads = static_cast<size_t>(std::atoi(v));
     else if (k == "--era") a->era = v;
     else if (k == "--transport") a->transport = v;
@@ -68,7 +70,9 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     else if (k == "--sink") a->sink = v;
     else return false;
   }
-  return a->batches > 0 && a->blocks > 0 && a->sources > 0 && a->threads > 0 && a->runs > 0 &&
+  if (a->active == 0) a->active = a->sources;
+  return a->batches > 0 && a->blocks > 0 && a->sources > 0 && a->active > 0 && a->active <= a->sources &&
+         a->threads > 0 && a->runs > 0 &&
          (a->transport == "tcp" || a->transport == "inproc") && (a->sink == "count" || a->sink == "index");
 }
 
@@ -206,7 +210,7 @@ bool RunOnce(const Args& a, const kvidx::ingest::WireEra& era, RunResult* out) {
   uint64_t bytes = 0;
   auto t0 = std::chrono::steady_clock::now();
   for (uint64_t n = 0; n < a.batches; ++n) {
-    size_t src = n % static_cast<size_t>(a.sources);
+    size_t src = n % static_cast<size_t>(a.active);
     const std::string& p = payloads[n % payloads.size()];
     seq_frame = kvidx::ingest::EncodeSeq(seq[src]++);
     pubs[src].send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore);
@@ -254,7 +258,7 @@ int RunIngestBench(int argc, char** argv) {
   Args a;
   if (!ParseArgs(argc, argv, &a)) {
     std::fprintf(stderr,
-                 "usage: kvidx-bench ingest [--batches N] [--blocks B] [--sources S] [--threads T] [--sink count|index]\n"
+                 "usage: kvidx-bench ingest [--batches N] [--blocks B] [--sources S] [--active K] [--threads T] [--sink count|index]\n"
                  "                          [--era map|array-v6|...] [--bytes-hashes]\n"
                  "                          [--transport tcp|inproc] [--runs R]\n");
     return 2;
@@ -265,8 +269,8 @@ int RunIngestBench(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(spdlog::level::warn);
-  std::printf("ingest bench: %llu batches x %u blocks (16 tokens), %d source(s), %zu thread(s), era %s, %s hashes, %s\n",
-              static_cast<unsigned long long>(a.batches), a.blocks, a.sources, a.threads, a.era.c_str(),
+  std::printf("ingest bench: %llu batches x %u blocks (16 tokens), %d source(s) (%d publishing), %zu thread(s), era %s, %s hashes, %s\n",
+              static_cast<unsigned long long>(a.batches), a.blocks, a.sources, a.active, a.threads, a.era.c_str(),
               a.bytes_hashes ? "bytes" : "int", a.transport.c_str());
   std::vector<RunResult> results;
   for (int r = 0; r < a.runs; ++r) {

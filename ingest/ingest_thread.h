@@ -8,6 +8,12 @@
 // IngestOptions::max_burst messages before the loop moves on, so one busy
 // source cannot starve the others, and replay never blocks anything.
 //
+// Connection state is per source even on a shared bound socket: the socket
+// monitor reports connections (fds), libzmq tags each message with the fd
+// it arrived on (ZMQ_SRCFD), and a source's first message on a connection
+// ties the two. A source is DISCONNECTED when its own connection closes
+// (ZMTP heartbeats detect a dead peer), not when any engine's does.
+//
 // Hot path: receive (zmq messages reused) -> split frames -> Sequencer ->
 // decode into one reused EventBatch -> BatchSink::OnBatch. No allocation per
 // block; none per batch once buffers are warm, except while a replay holds

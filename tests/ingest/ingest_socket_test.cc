@@ -82,14 +82,27 @@ class IngestSocketTest : public ::testing::Test {
     return e.ok() ? std::move(e.value()) : nullptr;
   }
 
-  static EngineConfig BindConfig(const std::string& replica, const FakeEngine& e) {
+  // Bind mode with llm-d's topic convention: kv@<replica>@<model>.
+  void StartBindMode() {
+    IngestOptions o = FastOptions();
+    o.topic_template = TopicTemplate("kv@{replica}@{model}");
+    StartIngester(o);
+  }
+
+  // A deferred engine publishing as `replica` of model m1, added to the
+  // ingester in bind mode; null (and a test failure) if either step fails.
+  std::unique_ptr<FakeEngine> AddBindEngine(const std::string& replica) {
+    auto e = DeferredEngine("kv@" + replica + "@m1");
+    if (e == nullptr) return nullptr;
     EngineConfig c;
     c.replica = replica;
     c.model = "m1";
     c.endpoint = "tcp://127.0.0.1:*";
-    c.replay_endpoint = e.replay_endpoint();
+    c.replay_endpoint = e->replay_endpoint();
     c.mode = ConnectMode::kBind;
-    return c;
+    Status st = ing_->AddEngine(c);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return st.ok() ? std::move(e) : nullptr;
   }
 
   std::shared_ptr<const SourceStats> Stats(const std::string& name) {
@@ -351,14 +364,11 @@ TEST_F(IngestSocketTest, DataParallelRanksUseOffsetPorts) {
 }
 
 TEST_F(IngestSocketTest, BindModeRoutesEnginesByTopic) {
-  IngestOptions o = FastOptions();
-  o.topic_template = TopicTemplate("kv@{replica}@{model}");
-  StartIngester(o);
-  auto a = DeferredEngine("kv@ra@m1");
-  auto b = DeferredEngine("kv@rb@m1");
+  StartBindMode();
+  auto a = AddBindEngine("ra");
+  auto b = AddBindEngine("rb");
   auto stranger = DeferredEngine("kv@ra@m1-other");  // prefix-matches ra's subscription
-  ASSERT_OK(ing_->AddEngine(BindConfig("ra", *a)));
-  ASSERT_OK(ing_->AddEngine(BindConfig("rb", *b)));
+  ASSERT_TRUE(a && b && stranger);
   auto sa = ing_->GetSource("ra/dp0");
   auto sb = ing_->GetSource("rb/dp0");
   ASSERT_TRUE(sa && sb);
@@ -401,13 +411,10 @@ TEST_F(IngestSocketTest, BindModeRoutesEnginesByTopic) {
 // Several engines on one bound socket each have their own connection state:
 // one engine reconnecting or dying says nothing about the others.
 TEST_F(IngestSocketTest, BindModeTracksEachEnginesConnection) {
-  IngestOptions o = FastOptions();
-  o.topic_template = TopicTemplate("kv@{replica}@{model}");
-  StartIngester(o);
-  auto a = DeferredEngine("kv@ra@m1");
-  auto b = DeferredEngine("kv@rb@m1");
-  ASSERT_OK(ing_->AddEngine(BindConfig("ra", *a)));
-  ASSERT_OK(ing_->AddEngine(BindConfig("rb", *b)));
+  StartBindMode();
+  auto a = AddBindEngine("ra");
+  auto b = AddBindEngine("rb");
+  ASSERT_TRUE(a && b);
   std::string ep = ing_->GetSource("ra/dp0")->endpoint;
   ASSERT_OK(a->OpenPub(ep));
   ASSERT_OK(b->OpenPub(ep));
