@@ -45,9 +45,21 @@ void ProbeKey::SetBytes(const BlockKey& k) {
   std::memcpy(this->head, h, sizeof(h));
 }
 
-Table::Table(uint32_t g) : groups(g), ctrl(new std::atomic<uint64_t>[g]), slots(new AWord[g * 8]) {
-  for (uint32_t i = 0; i < g; ++i) ctrl[i].store(kLsbs * kCtrlEmpty, std::memory_order_relaxed);
-  for (uint32_t i = 0; i < g * 8; ++i) slots[i].store(kNoId, std::memory_order_relaxed);
+Table::Table(uint32_t g) : groups(g), bytes_(size_t{g} * (sizeof(std::atomic<uint64_t>) + 8 * sizeof(AWord))) {
+  mem_ = bytes_ >= kMapBytes ? MapZeroed(bytes_) : ::operator new(bytes_, std::align_val_t{64});
+  ctrl = static_cast<std::atomic<uint64_t>*>(mem_);
+  slots = reinterpret_cast<AWord*>(ctrl + g);
+  for (uint32_t i = 0; i < g; ++i) new (&ctrl[i]) std::atomic<uint64_t>(kLsbs * kCtrlEmpty);
+  for (uint32_t i = 0; i < g * 8; ++i) new (&slots[i]) AWord(kNoId);
+}
+
+Table::~Table() {
+  // The atomics are trivially destructible: only the memory goes.
+  if (bytes_ >= kMapBytes) {
+    Unmap(mem_, bytes_);
+  } else {
+    ::operator delete(mem_, std::align_val_t{64});
+  }
 }
 
 Shard::Shard() {

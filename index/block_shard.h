@@ -108,12 +108,24 @@ struct ProbeKey {
   void SetBytes(const BlockKey& k);
 };
 
+// Control words and slots live in one allocation. Large tables are mapped
+// directly: a grown-out table is then returned to the kernel when retired,
+// where from the heap glibc would keep it resident (its dynamic mmap
+// threshold rises past table sizes after the first large free).
 struct Table {
   explicit Table(uint32_t groups);
+  ~Table();
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
   uint32_t groups;   // power of two
-  std::unique_ptr<std::atomic<uint64_t>[]> ctrl;   // 8 control bytes per group
-  std::unique_ptr<AWord[]> slots;                  // record ids
+  std::atomic<uint64_t>* ctrl;   // 8 control bytes per group
+  AWord* slots;                  // record ids, 8 per group
   uint32_t capacity() const { return groups * 8; }
+
+ private:
+  static constexpr size_t kMapBytes = 64 * 1024;
+  size_t bytes_;
+  void* mem_;
 };
 
 // Anonymous zero pages from mmap directly; calloc would memset them
@@ -257,7 +269,7 @@ inline void Shard::PrefetchGroup(const ProbeKey& k) const {
   __builtin_prefetch(&t->slots[g * 8]);
 }
 
-inline const Rec* Shard::PeekRecord(const ProbeKey& k) const {
+__attribute__((always_inline)) inline const Rec* Shard::PeekRecord(const ProbeKey& k) const {
   const Table* t = table_.load(std::memory_order_acquire);
   if (t == nullptr) return nullptr;
   uint32_t g = GroupOf(k.hash, t->groups);
