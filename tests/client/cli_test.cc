@@ -2,16 +2,15 @@
 // status / sources / query / engines / snapshot / watch, and the exit codes
 // (0 ok, 1 server error with "kvidx: <CODE>: <message>", 2 usage).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "client_test_util.h"
-#include "hash/json_lite.h"
+#include "common/json_lite.h"
+#include "common/run_command.h"
 
 namespace kvidx::client_testing {
 namespace {
@@ -20,31 +19,12 @@ using ingest::testing::StorePayload;
 using kvidx::testing::JsonParser;
 using kvidx::testing::JsonValue;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using CliResult = kvidx::testing::CommandResult;
 
 // Runs `<env> kvidx <args>` through the shell; arguments must not need quoting.
 CliResult RunKvidx(const std::string& args, const std::string& env = "") {
-  const std::string err_path = ::testing::TempDir() + "/kvidx_cli_stderr_" + std::to_string(getpid());
-  const std::string cmd = env + (env.empty() ? "" : " ") + std::string(KVIDX_BIN_DIR) + "/kvidx " + args + " 2>" +
-                          err_path + " </dev/null";
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  std::remove(err_path.c_str());
-  return r;
+  return kvidx::testing::RunCommand(env + (env.empty() ? "" : " ") + std::string(KVIDX_BIN_DIR) + "/kvidx " + args +
+                                    " </dev/null");
 }
 
 JsonValue ParseJson(const std::string& text) {
@@ -280,16 +260,11 @@ TEST_F(CliTest, RouterExamplePicksByOverlapMinusLoad) {
   std::string tokens;
   for (int64_t t : prompt) tokens += std::to_string(t) + " ";
   auto run = [&](const std::string& replicas) {
-    std::string out;
-    const std::string cmd = "echo '" + tokens + "' | " + bin + " --server " + Target() + " --timeout-ms 2000 --model m " +
-                            replicas + " 2>/dev/null";
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    EXPECT_EQ(pclose(p), 0) << out;
-    return out;
+    const CliResult r = kvidx::testing::RunCommand(
+        "echo '" + tokens + "' | " + bin + " --server " + Target() + " --timeout-ms 2000 --model m " + replicas,
+        kvidx::testing::Stderr::kDiscard);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return r.out;
   };
   // r1 holds the whole prompt: 1.0 - 0.5 beats an idle replica with nothing (0 - 0.1).
   std::string out = run("--replica idle=0.1 --replica r1=0.5");

@@ -31,22 +31,7 @@ constexpr size_t kPoolBlocks = 40;     // small pools: eviction happens
 constexpr size_t kPromptBlocks = 6;    // 16-token blocks
 constexpr size_t kReplicas = 3;
 
-struct Replica {
-  std::unique_ptr<Server> server;
-  Stubs stubs;
-};
-
-Replica StartReplica(const ServerConfig& cfg) {
-  Replica r;
-  auto s = Server::Create(cfg);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  if (!s.ok()) return r;
-  r.server = std::move(s).value();
-  Status st = r.server->Start();
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  r.stubs = Connect(r.server->grpc_port());
-  return r;
-}
+using Replica = RunningServer;  // one kvidx replica
 
 // The simulated fleet and what it has published.
 struct Fleet {
@@ -207,8 +192,8 @@ TEST(ActiveActive, TwoReplicasOnTheSameEnginesGiveIdenticalAnswersAndARestartedO
   TempDir dir_a, dir_b;
   const ServerConfig cfg_a = ConfigFor(dir_a, f);
   const ServerConfig cfg_b = ConfigFor(dir_b, f);
-  Replica a = StartReplica(cfg_a);
-  Replica b = StartReplica(cfg_b);
+  Replica a = StartServer(cfg_a);
+  Replica b = StartServer(cfg_b);
   ASSERT_TRUE(a.server && b.server);
   ASSERT_TRUE(WaitFor([&] { return a.server->serving() && b.server->serving(); }, std::chrono::seconds(35)));
 
@@ -235,7 +220,7 @@ TEST(ActiveActive, TwoReplicasOnTheSameEnginesGiveIdenticalAnswersAndARestartedO
   ASSERT_TRUE(WaitFor([&] { return CaughtUp(a.stubs, f); }, std::chrono::seconds(20)));
 
   // B comes back on its data dir: restores, replays the gap, converges.
-  b = StartReplica(cfg_b);
+  b = StartServer(cfg_b);
   ASSERT_TRUE(b.server);
   EXPECT_EQ(b.server->node().restore_report().sources_resumed, kReplicas);
   ExpectConverged({&a, &b}, f, "after restarting B");
@@ -254,7 +239,7 @@ TEST(ActiveActive, ANewReplicaSeededFromAPeersDataDirConverges) {
   ASSERT_EQ(f.ranks.size(), kReplicas);
   TempDir dir_a, dir_c;
   const ServerConfig cfg_a = ConfigFor(dir_a, f);
-  Replica a = StartReplica(cfg_a);
+  Replica a = StartServer(cfg_a);
   ASSERT_TRUE(a.server);
   Traffic(&f, 1, 6);
   f.Flush();
@@ -264,13 +249,13 @@ TEST(ActiveActive, ANewReplicaSeededFromAPeersDataDirConverges) {
   ASSERT_TRUE(a.server->Shutdown().ok());
   a = Replica();
   std::filesystem::copy(cfg_a.data_dir, dir_c.path() + "/data", std::filesystem::copy_options::recursive);
-  a = StartReplica(cfg_a);
+  a = StartServer(cfg_a);
   ASSERT_TRUE(a.server);
 
   Traffic(&f, 2, 6);
   f.Flush();
   ServerConfig cfg_c = ConfigFor(dir_c, f);
-  Replica c = StartReplica(cfg_c);
+  Replica c = StartServer(cfg_c);
   ASSERT_TRUE(c.server);
   EXPECT_EQ(c.server->node().restore_report().sources_resumed, kReplicas);
   ExpectConverged({&a, &c}, f, "seeded replica");

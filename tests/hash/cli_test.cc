@@ -1,32 +1,23 @@
 // Runs the built `kvidx` binary: `kvidx hash` output for the default vector
 // and exit codes for bad command lines.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <string>
 
+#include "common/run_command.h"
+
 namespace {
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;  // stdout only; stderr goes to /dev/null unless merged
-};
+using CliResult = kvidx::testing::CommandResult;
+using kvidx::testing::Stderr;
 
+// `kvidx <args>`: stdout only; stderr goes to /dev/null unless merged.
 CliResult RunKvidx(const std::string& args, bool merge_stderr = false) {
-  const std::string cmd =
-      std::string(KVIDX_BIN_DIR) + "/kvidx " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return kvidx::testing::RunCommand(std::string(KVIDX_BIN_DIR) + "/kvidx " + args,
+                                    merge_stderr ? Stderr::kMerge : Stderr::kDiscard);
 }
 
 std::string Tokens0To47() {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/json_lite.h"
 #include "index/block_hasher.h"
-#include "tests/hash/json_lite.h"
 #include "tests/hash/test_util.h"
 
 namespace kvidx {

@@ -29,11 +29,30 @@ v1::SourceInfo SourceOf(const Stubs& stubs, const std::string& name) {
 // kvidx's answer for every prompt equals the engine's truth.
 bool AllMatch(const Stubs& stubs, sim::SimRank* rank, const std::vector<std::vector<int64_t>>& prompts) {
   for (const auto& p : prompts) {
-    v1::FindPrefixResponse r;
-    if (!QueryTokens(stubs.index.get(), p, &r).ok()) return false;
-    if (MatchedOn(r, rank->options().replica) != rank->CachedPrefix(KeysOf(p))) return false;
+    if (MatchedBlocks(stubs.index.get(), p, rank->options().replica) != rank->CachedPrefix(KeysOf(p))) return false;
   }
   return true;
+}
+
+// Serves `n` new six-block prompts (seeds `seed`, `seed` + 1, ...) on `rank`,
+// appends them to `prompts` and flushes the engine's publisher.
+void ServeNewPrompts(sim::SimRank* rank, uint64_t seed, uint64_t n, std::vector<std::vector<int64_t>>* prompts) {
+  for (uint64_t i = 0; i < n; ++i) {
+    prompts->push_back(Prompt(seed + i, 16 * 6));
+    ASSERT_TRUE(rank->Serve(prompts->back(), false).ok());
+  }
+  rank->publisher().Flush();
+}
+
+// A first kvidx run on `cfg`: the engine serves `n` new prompts (as
+// ServeNewPrompts), kvidx indexes them all, then shuts down (final snapshot).
+void IndexNewPromptsThenShutDown(const ServerConfig& cfg, sim::SimRank* rank, uint64_t seed, uint64_t n,
+                                 std::vector<std::vector<int64_t>>* prompts) {
+  auto s = Start(cfg);
+  Stubs stubs = Connect(s->grpc_port());
+  ASSERT_NO_FATAL_FAILURE(ServeNewPrompts(rank, seed, n, prompts));
+  ASSERT_TRUE(WaitFor([&] { return AllMatch(stubs, rank, *prompts); }));
+  ASSERT_TRUE(s->Shutdown().ok());
 }
 
 TEST(Restore, EngineRestartedWhileKvidxWasDownClearsTheSourceAndStaysExact) {
@@ -42,24 +61,10 @@ TEST(Restore, EngineRestartedWhileKvidxWasDownClearsTheSourceAndStaysExact) {
   ServerConfig cfg = TestConfig(dir, true);
   cfg.engines.push_back(EngineFor(*rank));
   std::vector<std::vector<int64_t>> prompts;
-  {
-    auto s = Start(cfg);
-    Stubs stubs = Connect(s->grpc_port());
-    for (uint64_t i = 0; i < 6; ++i) {
-      prompts.push_back(Prompt(300 + i, 16 * 6));
-      ASSERT_TRUE(rank->Serve(prompts.back(), false).ok());
-    }
-    rank->publisher().Flush();
-    ASSERT_TRUE(WaitFor([&] { return AllMatch(stubs, rank.get(), prompts); }));
-    ASSERT_TRUE(s->Shutdown().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(IndexNewPromptsThenShutDown(cfg, rank.get(), 300, 6, &prompts));
   // The engine restarts (empty cache, seq from 0) and serves two requests.
   ASSERT_TRUE(rank->Restart().ok());
-  for (uint64_t i = 0; i < 2; ++i) {
-    prompts.push_back(Prompt(400 + i, 16 * 6));
-    ASSERT_TRUE(rank->Serve(prompts.back(), false).ok());
-  }
-  rank->publisher().Flush();
+  ASSERT_NO_FATAL_FAILURE(ServeNewPrompts(rank.get(), 400, 2, &prompts));
 
   auto s = Start(cfg);
   Stubs stubs = Connect(s->grpc_port());
@@ -79,26 +84,12 @@ TEST(Restore, EngineRestartedAndPublishedPastOurWatermarkIsToldApartByFingerprin
   ServerConfig cfg = TestConfig(dir, true);
   cfg.engines.push_back(EngineFor(*rank));
   std::vector<std::vector<int64_t>> prompts;
-  {
-    auto s = Start(cfg);
-    Stubs stubs = Connect(s->grpc_port());
-    for (uint64_t i = 0; i < 4; ++i) {
-      prompts.push_back(Prompt(350 + i, 16 * 6));
-      ASSERT_TRUE(rank->Serve(prompts.back(), false).ok());
-    }
-    rank->publisher().Flush();
-    ASSERT_TRUE(WaitFor([&] { return AllMatch(stubs, rank.get(), prompts); }));
-    ASSERT_TRUE(s->Shutdown().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(IndexNewPromptsThenShutDown(cfg, rank.get(), 350, 4, &prompts));
   // A new engine incarnation publishes more batches than the old one had:
   // seq 3 exists again, with other contents. Sequence numbers alone would
   // take 4.. as the continuation and keep the dead engine's blocks.
   ASSERT_TRUE(rank->Restart().ok());
-  for (uint64_t i = 0; i < 7; ++i) {
-    prompts.push_back(Prompt(450 + i, 16 * 6));
-    ASSERT_TRUE(rank->Serve(prompts.back(), false).ok());
-  }
-  rank->publisher().Flush();
+  ASSERT_NO_FATAL_FAILURE(ServeNewPrompts(rank.get(), 450, 7, &prompts));
   auto s = Start(cfg);
   Stubs stubs = Connect(s->grpc_port());
   ASSERT_TRUE(WaitFor([&] { return AllMatch(stubs, rank.get(), prompts); }));
@@ -194,10 +185,7 @@ TEST(Restore, NewEngineInConfigColdStartsFromZero) {
   auto s = Start(cfg);
   Stubs stubs = Connect(s->grpc_port());
   EXPECT_EQ(s->node().restore_report().sources_resumed, 0u);  // r0 had applied nothing
-  ASSERT_TRUE(WaitFor([&] {
-    v1::FindPrefixResponse r;
-    return QueryTokens(stubs.index.get(), prompt, &r).ok() && MatchedOn(r, "r1") == 5u;
-  }));
+  ASSERT_TRUE(WaitFor([&] { return MatchedBlocks(stubs.index.get(), prompt, "r1") == 5u; }));
 }
 
 TEST(Restore, TimerAndBatchCountTriggerSnapshots) {

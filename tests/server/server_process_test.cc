@@ -17,6 +17,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "common/http_get.h"
+#include "common/json_lite.h"
 #include "server/node.h"
 #include "server_test_util.h"
 
@@ -26,6 +28,7 @@ namespace kvidx::server::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using kvidx::testing::HttpGet;
 
 const std::string kServerBin = std::string(KVIDX_BIN_DIR) + "/kvidx-server";
 
@@ -135,200 +138,44 @@ RunResult RunServer(const TempDir& dir, const std::vector<std::string>& args) {
   return r;
 }
 
-// --- A minimal JSON checker -------------------------------------------------
+// --- JSON log lines -----------------------------------------------------------
 
-// Parses one JSON value strictly (RFC 8259 syntax; \u escapes decoded to
-// UTF-8). Top-level string members of an object are collected.
-class Json {
- public:
-  // True if `text` is exactly one JSON object; its string members go to `strings`.
-  static bool ParseObject(std::string_view text, std::map<std::string, std::string>* strings, std::string* error) {
-    Json p(text);
-    p.top_strings_ = strings;
-    p.SkipWs();
-    if (p.Peek() != '{') return p.Fail("not an object", error);
-    if (!p.Value(0)) return p.Fail(p.error_, error);
-    p.SkipWs();
-    if (p.pos_ != text.size()) return p.Fail("trailing text", error);
-    return true;
-  }
-
- private:
-  explicit Json(std::string_view t) : t_(t) {}
-  bool Fail(const std::string& what, std::string* error) const {
-    *error = what + " at offset " + std::to_string(pos_);
+// True if `text` is exactly one JSON object (strict: common/json_lite.h); its
+// string members go to `strings` (the same key twice is an error).
+bool ParseJsonObject(std::string_view text, std::map<std::string, std::string>* strings, std::string* error) {
+  const std::optional<kvidx::testing::JsonValue> v = kvidx::testing::JsonParser::Parse(text, error);
+  if (!v) return false;
+  if (!v->is_object()) {
+    *error = "not an object";
     return false;
   }
-  char Peek() const { return pos_ < t_.size() ? t_[pos_] : '\0'; }
-  void SkipWs() {
-    while (pos_ < t_.size() && (t_[pos_] == ' ' || t_[pos_] == '\t' || t_[pos_] == '\n' || t_[pos_] == '\r')) ++pos_;
-  }
-  bool Err(const std::string& e) {
-    if (error_.empty()) error_ = e;
-    return false;
-  }
-  bool Literal(std::string_view w) {
-    if (t_.substr(pos_, w.size()) != w) return Err("bad literal");
-    pos_ += w.size();
-    return true;
-  }
-  static bool Digit(char c) { return c >= '0' && c <= '9'; }
-  bool Number() {
-    if (Peek() == '-') ++pos_;
-    if (Peek() == '0') {
-      ++pos_;
-    } else if (Digit(Peek())) {
-      while (Digit(Peek())) ++pos_;
-    } else {
-      return Err("bad number");
-    }
-    if (Peek() == '.') {
-      ++pos_;
-      if (!Digit(Peek())) return Err("bad fraction");
-      while (Digit(Peek())) ++pos_;
-    }
-    if (Peek() == 'e' || Peek() == 'E') {
-      ++pos_;
-      if (Peek() == '+' || Peek() == '-') ++pos_;
-      if (!Digit(Peek())) return Err("bad exponent");
-      while (Digit(Peek())) ++pos_;
-    }
-    return true;
-  }
-  bool String(std::string* out) {
-    if (Peek() != '"') return Err("expected a string");
-    ++pos_;
-    for (;;) {
-      if (pos_ >= t_.size()) return Err("unterminated string");
-      const unsigned char c = static_cast<unsigned char>(t_[pos_++]);
-      if (c == '"') return true;
-      if (c < 0x20) return Err("raw control character in a string");
-      if (c != '\\') {
-        out->push_back(static_cast<char>(c));
-        continue;
-      }
-      if (pos_ >= t_.size()) return Err("unterminated escape");
-      const char e = t_[pos_++];
-      switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case '/': out->push_back('/'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
-        case 'u': {
-          if (pos_ + 4 > t_.size()) return Err("short \\u escape");
-          unsigned cp = 0;
-          for (int i = 0; i < 4; ++i) {
-            const char h = t_[pos_++];
-            cp <<= 4;
-            if (Digit(h)) cp |= static_cast<unsigned>(h - '0');
-            else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
-            else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
-            else return Err("bad \\u escape");
-          }
-          if (cp < 0x80) {
-            out->push_back(static_cast<char>(cp));
-          } else if (cp < 0x800) {
-            out->push_back(static_cast<char>(0xc0 | (cp >> 6)));
-            out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-          } else {
-            out->push_back(static_cast<char>(0xe0 | (cp >> 12)));
-            out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-            out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-          }
-          break;
-        }
-        default: return Err(std::string("bad escape \\") + e);
-      }
+  for (const auto& [key, value] : v->members) {
+    if (value.is_string() && !strings->emplace(key, value.text).second) {
+      *error = "duplicate key " + key;
+      return false;
     }
   }
-  bool Value(int depth) {
-    if (depth > 64) return Err("nested too deep");
-    SkipWs();
-    const char c = Peek();
-    if (c == '{') {
-      ++pos_;
-      SkipWs();
-      if (Peek() == '}') {
-        ++pos_;
-        return true;
-      }
-      for (;;) {
-        SkipWs();
-        std::string key;
-        if (!String(&key)) return false;
-        SkipWs();
-        if (Peek() != ':') return Err("expected ':'");
-        ++pos_;
-        SkipWs();
-        if (depth == 0 && Peek() == '"') {
-          std::string v;
-          if (!String(&v)) return false;
-          if (top_strings_ != nullptr && !top_strings_->emplace(key, v).second) return Err("duplicate key " + key);
-        } else if (!Value(depth + 1)) {
-          return false;
-        }
-        SkipWs();
-        if (Peek() == ',') {
-          ++pos_;
-          continue;
-        }
-        if (Peek() == '}') {
-          ++pos_;
-          return true;
-        }
-        return Err("expected ',' or '}'");
-      }
-    }
-    if (c == '[') {
-      ++pos_;
-      SkipWs();
-      if (Peek() == ']') {
-        ++pos_;
-        return true;
-      }
-      for (;;) {
-        if (!Value(depth + 1)) return false;
-        SkipWs();
-        if (Peek() == ',') {
-          ++pos_;
-          continue;
-        }
-        if (Peek() == ']') {
-          ++pos_;
-          return true;
-        }
-        return Err("expected ',' or ']'");
-      }
-    }
-    if (c == '"') {
-      std::string ignored;
-      return String(&ignored);
-    }
-    if (c == 't') return Literal("true");
-    if (c == 'f') return Literal("false");
-    if (c == 'n') return Literal("null");
-    return Number();
-  }
-
-  std::string_view t_;
-  size_t pos_ = 0;
-  std::string error_;
-  std::map<std::string, std::string>* top_strings_ = nullptr;
-};
+  return true;
+}
 
 TEST(ServerProcessJson, TheCheckerItself) {
   std::map<std::string, std::string> f;
   std::string e;
-  EXPECT_TRUE(Json::ParseObject(R"({"a":"x\"y\\z\u0001","b":[1,-2.5e3,{"c":null}],"d":true})", &f, &e)) << e;
+  EXPECT_TRUE(ParseJsonObject(R"({"a":"x\"y\\z\u0001","b":[1,-2.5e3,{"c":null}],"d":true})", &f, &e)) << e;
   EXPECT_EQ(f["a"], std::string("x\"y\\z\x01"));
   for (const char* bad : {R"({"a":"x"y"})", R"({"a":"x\qy"})", "{\"a\":\"x\ty\"}", R"({"a":1,})", R"({"a":1} x)",
                           R"(["a"])", R"({"a":01})", R"({a:1})", "{\"a\":\"x"}) {
     f.clear();
-    EXPECT_FALSE(Json::ParseObject(bad, &f, &e)) << bad;
+    EXPECT_FALSE(ParseJsonObject(bad, &f, &e)) << bad;
+  }
+  // \u escapes decode to UTF-8, a surrogate pair to one code point; an
+  // unpaired surrogate and a repeated key are errors.
+  f.clear();
+  EXPECT_TRUE(ParseJsonObject(R"({"a":"\u00e9\u20ac\ud83d\ude00"})", &f, &e)) << e;
+  EXPECT_EQ(f["a"], "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+  for (const char* bad : {R"({"a":"\ud83d"})", R"({"a":"\ude00"})", R"({"a":"x","a":"y"})"}) {
+    f.clear();
+    EXPECT_FALSE(ParseJsonObject(bad, &f, &e)) << bad;
   }
 }
 
@@ -344,8 +191,8 @@ std::vector<std::string> JsonLogMessages(const std::string& log) {
     if (line.empty()) continue;
     std::map<std::string, std::string> f;
     std::string error;
-    EXPECT_TRUE(Json::ParseObject(line, &f, &error)) << "stderr line " << n << " is not a JSON object (" << error
-                                                     << "): " << line;
+    EXPECT_TRUE(ParseJsonObject(line, &f, &error)) << "stderr line " << n << " is not a JSON object (" << error
+                                                   << "): " << line;
     if (!error.empty()) continue;
     for (const char* key : {"ts", "level", "msg"}) EXPECT_EQ(f.count(key), 1u) << key << " missing: " << line;
     const std::string& ts = f["ts"];
@@ -384,31 +231,6 @@ int RandomFreePort() {
     if (ok) return port;
   }
   return 0;
-}
-
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  (void)!write(fd, req.data(), req.size());
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
 }
 
 bool HasLine(const std::string& text, const std::string& line) {
@@ -650,12 +472,7 @@ TEST_F(ServerProcessTest, ServesReloadsOnSighupAndSnapshotsOnSigterm) {
   rank->publisher().Flush();
   const size_t truth = rank->CachedPrefix(KeysOf(prompt));
   ASSERT_EQ(truth, 5u);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        v1::FindPrefixResponse r;
-        return QueryTokens(s.index.get(), prompt, &r).ok() && MatchedOn(r, "r0") == truth;
-      },
-      10s))
+  ASSERT_TRUE(WaitFor([&] { return MatchedBlocks(s.index.get(), prompt, "r0") == truth; }, 10s))
       << "FindPrefix never reflected the served prompt";
   {
     grpc::ClientContext ctx;

@@ -1,12 +1,9 @@
 // kvidx Server end to end: real gRPC on a loopback port, real ZMQ engines
 // (SimRank), real RocksDB in a temp dir.
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-
 #include <map>
 #include <set>
 
+#include "common/http_get.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/node.h"
 #include "server_test_util.h"
@@ -14,22 +11,7 @@
 namespace kvidx::server::testing {
 namespace {
 
-struct Running {
-  std::unique_ptr<Server> server;
-  Stubs stubs;
-};
-
-Running StartServer(ServerConfig cfg) {
-  Running r;
-  auto s = Server::Create(std::move(cfg));
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  if (!s.ok()) return r;
-  r.server = std::move(s).value();
-  Status st = r.server->Start();
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  r.stubs = Connect(r.server->grpc_port());
-  return r;
-}
+using kvidx::testing::HttpGet;
 
 // Serves `tokens` on `rank` and waits until the server reports exactly the
 // rank's true prefix for them.
@@ -38,33 +20,8 @@ void ServeAndWait(sim::SimRank* rank, v1::KvIndex::Stub* stub, const std::vector
   rank->publisher().Flush();
   const std::vector<BlockKey> keys = KeysOf(tokens);
   const size_t truth = rank->CachedPrefix(keys);
-  ASSERT_TRUE(WaitFor([&] {
-    v1::FindPrefixResponse r;
-    return QueryTokens(stub, tokens, &r).ok() && MatchedOn(r, rank->options().replica) == truth;
-  })) << "server never reported " << truth << " blocks for " << rank->options().replica;
-}
-
-std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return "";
-  }
-  std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  (void)!write(fd, req.data(), req.size());
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
+  ASSERT_TRUE(WaitFor([&] { return MatchedBlocks(stub, tokens, rank->options().replica) == truth; }))
+      << "server never reported " << truth << " blocks for " << rank->options().replica;
 }
 
 // Value of the first exposition line starting with `series` (name{labels}).
@@ -85,7 +42,7 @@ TEST(Server, FindPrefixByTokensAndByHashesMatchesTheEngine) {
   auto rank = MakeRank("r0");
   ServerConfig cfg = TestConfig(dir, false);
   cfg.engines.push_back(EngineFor(*rank));
-  Running s = StartServer(cfg);
+  RunningServer s = StartServer(cfg);
   ASSERT_TRUE(WaitFor([&] { return s.server->serving(); }));
 
   const std::vector<int64_t> prompt = Prompt(1, 16 * 10 + 5);  // 10 full blocks
@@ -132,9 +89,7 @@ TEST(Server, FindPrefixByTokensAndByHashesMatchesTheEngine) {
   // A diverging prompt shares only its common blocks.
   std::vector<int64_t> other = prompt;
   other[16 * 4 + 3] += 1;  // block 4 differs
-  v1::FindPrefixResponse orr;
-  ASSERT_TRUE(QueryTokens(s.stubs.index.get(), other, &orr).ok());
-  EXPECT_EQ(MatchedOn(orr, "r0"), 4u);
+  EXPECT_EQ(MatchedBlocks(s.stubs.index.get(), other, "r0"), 4u);
 
   // The replica filter and LoRA / salt (different chains) behave.
   v1::FindPrefixRequest fq = req;
@@ -158,7 +113,7 @@ TEST(Server, BadInputGetsTheRightCodeNamingTheField) {
   cfg.grpc.max_query_tokens = 100;
   cfg.grpc.max_query_hashes = 10;
   cfg.grpc.max_batch_queries = 2;
-  Running s = StartServer(cfg);
+  RunningServer s = StartServer(cfg);
   auto call = [&](const v1::FindPrefixRequest& req) {
     v1::FindPrefixResponse r;
     grpc::ClientContext ctx;
@@ -236,7 +191,7 @@ TEST(Server, BadInputGetsTheRightCodeNamingTheField) {
   ServerConfig small = TestConfig(dir, false);
   small.grpc.max_message_bytes = 1024;
   small.grpc.admin_token_file = "";
-  Running s2 = StartServer(small);
+  RunningServer s2 = StartServer(small);
   v1::FindPrefixRequest big;
   big.set_model(kModel);
   for (int i = 0; i < 1000; ++i) big.mutable_hashes()->add_u64(~uint64_t{0});
@@ -250,7 +205,7 @@ TEST(Server, BatchAndStreamAnswerEachQueryOnItsOwn) {
   auto rank = MakeRank("r0");
   ServerConfig cfg = TestConfig(dir, false);
   cfg.engines.push_back(EngineFor(*rank));
-  Running s = StartServer(cfg);
+  RunningServer s = StartServer(cfg);
   const std::vector<int64_t> prompt = Prompt(2, 16 * 6);
   ServeAndWait(rank.get(), s.stubs.index.get(), prompt);
 
@@ -307,7 +262,7 @@ TEST(Server, ListReplicasGetStatsAndGetBlock) {
   ServerConfig cfg = TestConfig(dir, true);
   cfg.engines.push_back(EngineFor(*r0));
   cfg.engines.push_back(EngineFor(*r1));
-  Running s = StartServer(cfg);
+  RunningServer s = StartServer(cfg);
   const std::vector<int64_t> prompt = Prompt(3, 16 * 4);
   ServeAndWait(r0.get(), s.stubs.index.get(), prompt);
   ServeAndWait(r1.get(), s.stubs.index.get(), prompt);
@@ -377,7 +332,7 @@ TEST(Server, AdminNeedsTheTokenAndManagesEngines) {
   auto r1 = MakeRank("r1");
   ServerConfig cfg = TestConfig(dir, true);
   cfg.engines.push_back(EngineFor(*r0));
-  Running s = StartServer(cfg);
+  RunningServer s = StartServer(cfg);
 
   v1::ListSourcesResponse ls;
   {
@@ -458,10 +413,7 @@ TEST(Server, AdminNeedsTheTokenAndManagesEngines) {
     EXPECT_EQ(s.stubs.admin->Resync(&ctx2, rr, &rresp).error_code(), grpc::StatusCode::NOT_FOUND);
   }
   // A resync replays the engine's buffer: the blocks come back.
-  ASSERT_TRUE(WaitFor([&] {
-    v1::FindPrefixResponse r;
-    return QueryTokens(s.stubs.index.get(), prompt, &r).ok() && MatchedOn(r, "r1") == 5u;
-  }));
+  ASSERT_TRUE(WaitFor([&] { return MatchedBlocks(s.stubs.index.get(), prompt, "r1") == 5u; }));
   {
     grpc::ClientContext ctx;
     Admin(&ctx);
@@ -482,16 +434,14 @@ TEST(Server, AdminNeedsTheTokenAndManagesEngines) {
     Admin(&ctx2);
     EXPECT_EQ(s.stubs.admin->RemoveEngine(&ctx2, rm, &rmr).error_code(), grpc::StatusCode::NOT_FOUND);
   }
-  v1::FindPrefixResponse r;
-  ASSERT_TRUE(QueryTokens(s.stubs.index.get(), prompt, &r).ok());
-  EXPECT_EQ(MatchedOn(r, "r1"), 0u);
+  EXPECT_EQ(MatchedBlocks(s.stubs.index.get(), prompt, "r1"), 0u);
 }
 
 TEST(Server, AdminIsRefusedWhenNoCredentialIsConfigured) {
   TempDir dir;
   ServerConfig cfg = TestConfig(dir, false);
   cfg.grpc.admin_token_file = "";
-  Running s = StartServer(cfg);
+  RunningServer s = StartServer(cfg);
   grpc::ClientContext ctx;
   Admin(&ctx);
   v1::ListSourcesResponse ls;
@@ -506,7 +456,7 @@ TEST(Server, HealthTurnsServingAndMetricsAreExported) {
   ServerConfig cfg = TestConfig(dir, true);
   cfg.metrics.listen = "127.0.0.1:0";
   cfg.engines.push_back(EngineFor(*rank));
-  Running s = StartServer(cfg);
+  RunningServer s = StartServer(cfg);
   ASSERT_GT(s.server->metrics_port(), 0);
 
   auto health = grpc::health::v1::Health::NewStub(s.stubs.channel);
@@ -555,7 +505,7 @@ TEST(Server, RestartResumesFromTheSnapshotThroughReplay) {
   cfg.engines.push_back(EngineFor(*rank));
   std::vector<std::vector<int64_t>> prompts;
   {
-    Running s = StartServer(cfg);
+    RunningServer s = StartServer(cfg);
     for (uint64_t i = 0; i < 5; ++i) {
       prompts.push_back(Prompt(100 + i, 16 * 8));
       ServeAndWait(rank.get(), s.stubs.index.get(), prompts.back());
@@ -569,7 +519,7 @@ TEST(Server, RestartResumesFromTheSnapshotThroughReplay) {
   }
   rank->publisher().Flush();
 
-  Running s = StartServer(cfg);
+  RunningServer s = StartServer(cfg);
   const RestoreReport& rep = s.server->node().restore_report();
   EXPECT_TRUE(rep.had_snapshot);
   EXPECT_EQ(rep.sources_resumed, 1u);
@@ -578,10 +528,7 @@ TEST(Server, RestartResumesFromTheSnapshotThroughReplay) {
   ASSERT_TRUE(WaitFor([&] { return s.server->serving(); }));
   for (const auto& p : prompts) {
     const size_t truth = rank->CachedPrefix(KeysOf(p));
-    ASSERT_TRUE(WaitFor([&] {
-      v1::FindPrefixResponse r;
-      return QueryTokens(s.stubs.index.get(), p, &r).ok() && MatchedOn(r, "r0") == truth;
-    }));
+    ASSERT_TRUE(WaitFor([&] { return MatchedBlocks(s.stubs.index.get(), p, "r0") == truth; }));
   }
   grpc::ClientContext ctx;
   Admin(&ctx);
@@ -602,13 +549,13 @@ TEST(Server, RestoreDropsSourcesNoLongerConfigured) {
   cfg.engines.push_back(EngineFor(*r1));
   const std::vector<int64_t> prompt = Prompt(6, 16 * 4);
   {
-    Running s = StartServer(cfg);
+    RunningServer s = StartServer(cfg);
     ServeAndWait(r0.get(), s.stubs.index.get(), prompt);
     ServeAndWait(r1.get(), s.stubs.index.get(), prompt);
     ASSERT_TRUE(s.server->Shutdown().ok());
   }
   cfg.engines.pop_back();  // r1 removed from config
-  Running s = StartServer(cfg);
+  RunningServer s = StartServer(cfg);
   EXPECT_EQ(s.server->node().restore_report().sources_dropped, 1u);
   v1::FindPrefixResponse r;
   ASSERT_TRUE(QueryTokens(s.stubs.index.get(), prompt, &r).ok());
@@ -620,7 +567,7 @@ TEST(Server, CorruptDataDirectoryIsAnErrorUnlessStartEmpty) {
   TempDir dir;
   ServerConfig cfg = TestConfig(dir, true);
   {
-    Running s = StartServer(cfg);
+    RunningServer s = StartServer(cfg);
     ASSERT_TRUE(s.server->SnapshotNow().ok());
     ASSERT_TRUE(s.server->Shutdown().ok());
   }
@@ -631,7 +578,7 @@ TEST(Server, CorruptDataDirectoryIsAnErrorUnlessStartEmpty) {
   EXPECT_NE(bad.status().message().find(cfg.data_dir), std::string::npos) << bad.status().ToString();
 
   cfg.on_corrupt = OnCorruptData::kStartEmpty;
-  Running s = StartServer(cfg);
+  RunningServer s = StartServer(cfg);
   ASSERT_TRUE(s.server);
   EXPECT_FALSE(s.server->node().restore_report().corruption.empty());
   EXPECT_FALSE(s.server->node().restore_report().moved_aside_to.empty());
@@ -644,7 +591,7 @@ TEST(Server, ReloadAppliesTheEngineList) {
   auto r1 = MakeRank("r1");
   ServerConfig cfg = TestConfig(dir, false);
   cfg.engines.push_back(EngineFor(*r0));
-  Running s = StartServer(cfg);
+  RunningServer s = StartServer(cfg);
   ServerConfig next = cfg;
   next.engines.push_back(EngineFor(*r1));
   ASSERT_TRUE(s.server->Reload(next).ok());
@@ -656,15 +603,13 @@ TEST(Server, ReloadAppliesTheEngineList) {
   std::vector<std::string> names;
   for (const auto& e : s.server->node().Engines()) names.push_back(e.engine.replica);
   EXPECT_EQ(names, std::vector<std::string>{"r1"});
-  v1::FindPrefixResponse r;
-  ASSERT_TRUE(QueryTokens(s.stubs.index.get(), prompt, &r).ok());
-  EXPECT_EQ(MatchedOn(r, "r1"), 3u);
+  EXPECT_EQ(MatchedBlocks(s.stubs.index.get(), prompt, "r1"), 3u);
 }
 
 TEST(Server, ListenFailureIsAClearError) {
   TempDir dir;
   ServerConfig cfg = TestConfig(dir, false);
-  Running a = StartServer(cfg);
+  RunningServer a = StartServer(cfg);
   ServerConfig clash = TestConfig(dir, false);
   clash.grpc.listen = "127.0.0.1:" + std::to_string(a.server->grpc_port());
   auto b = Server::Create(clash);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -140,6 +141,26 @@ inline Stubs Connect(int port, std::shared_ptr<grpc::ChannelCredentials> creds =
   return s;
 }
 
+// A started Server and stubs connected to it.
+struct RunningServer {
+  std::unique_ptr<Server> server;
+  Stubs stubs;
+};
+
+// Creates and starts a Server on `cfg` and connects to its gRPC port; a
+// failure is a test failure (and `server` may then be null).
+inline RunningServer StartServer(ServerConfig cfg) {
+  RunningServer r;
+  auto s = Server::Create(std::move(cfg));
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (!s.ok()) return r;
+  r.server = std::move(s).value();
+  Status st = r.server->Start();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  r.stubs = Connect(r.server->grpc_port());
+  return r;
+}
+
 inline void Admin(grpc::ClientContext* ctx, const std::string& token = kToken) {
   ctx->AddMetadata("authorization", "Bearer " + token);
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -161,6 +182,15 @@ inline uint32_t MatchedOn(const v1::FindPrefixResponse& r, const std::string& re
     if (m.replica() == replica) return m.matched_blocks();
   }
   return 0;
+}
+
+// GPU blocks kvidx reports for `replica` when asked for `tokens`; nullopt if
+// the query failed.
+inline std::optional<uint32_t> MatchedBlocks(v1::KvIndex::Stub* stub, const std::vector<int64_t>& tokens,
+                                             const std::string& replica) {
+  v1::FindPrefixResponse r;
+  if (!QueryTokens(stub, tokens, &r).ok()) return std::nullopt;
+  return MatchedOn(r, replica);
 }
 
 }  // namespace kvidx::server::testing

@@ -185,10 +185,8 @@ TEST_F(TlsTest, TlsOnlyServesTlsClientsAndAdminNeedsTheToken) {
   rank->publisher().Flush();
   const size_t truth = rank->CachedPrefix(KeysOf(prompt));
   ASSERT_EQ(truth, 4u);
-  ASSERT_TRUE(WaitFor([&] {
-    v1::FindPrefixResponse r;
-    return QueryTokens(tls.index.get(), prompt, &r).ok() && MatchedOn(r, "r0") == truth;
-  })) << "FindPrefix over TLS never matched the engine";
+  ASSERT_TRUE(WaitFor([&] { return MatchedBlocks(tls.index.get(), prompt, "r0") == truth; }))
+      << "FindPrefix over TLS never matched the engine";
   EXPECT_TRUE(Query(tls).ok());
 
   // The certificate names 127.0.0.1 too: no name override needed.
