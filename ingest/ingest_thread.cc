@@ -1,5 +1,6 @@
 #include "ingest/ingest_thread.h"
 
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -81,7 +82,19 @@ std::string_view View(const zmq::message_t& m) { return {m.data<char>(), m.size(
 class IngestThread::Loop {
  public:
   explicit Loop(IngestThread* owner)
-      : owner_(owner), opts_(owner->opts_), sink_(owner->sink_), decoder_(owner->opts_.decode_limits) {}
+      : owner_(owner), opts_(owner->opts_), sink_(owner->sink_), decoder_(owner->opts_.decode_limits) {
+    epfd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) throw std::runtime_error("ingest thread: epoll_create1 failed");
+    wake_.kind = ItemKind::kWake;
+    wake_.fd = owner_->wake_fd_;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &wake_;
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, wake_.fd, &ev) != 0) {
+      close(epfd_);
+      throw std::runtime_error("ingest thread: cannot watch the wake fd");
+    }
+  }
 
   ~Loop() {
     for (auto& [id, s] : sources_) {
@@ -89,6 +102,7 @@ class IngestThread::Loop {
       if (owner_->registry_ != nullptr) owner_->registry_->Remove(s->stats.get());
     }
     for (auto& [key, l] : listeners_) CloseListener(*l);
+    close(epfd_);
   }
 
   void RunUntilStopped();
@@ -101,16 +115,30 @@ class IngestThread::Loop {
 
  private:
   enum class ItemKind : uint8_t { kWake, kSub, kListener, kSubMonitor, kListenerMonitor, kDealer };
-  struct ItemRef {
-    ItemKind kind;
-    void* owner;  // Source* or Listener*
+  // One socket in the epoll set, through its ZMQ_FD. That fd only says
+  // "the socket has news" and is reset by any operation on the socket, so
+  // readiness is always confirmed with ZMQ_EVENTS, and a socket that was
+  // read from (or written to) is re-checked on the next round instead of
+  // waiting for the fd: it may hold messages the fd will not announce.
+  struct Watch {
+    ItemKind kind = ItemKind::kWake;
+    void* owner = nullptr;   // Source* or Listener*
+    void* handle = nullptr;  // the zmq socket (nullptr for the wake fd)
+    int fd = -1;
+    bool pending = false;    // on pending_
+    bool alive = true;       // false once its socket is buried
   };
 
   bool ProcessCommands();  // false = stop
   Status DoAdd(const SourceSpec& spec, std::optional<uint64_t> watermark, std::optional<uint64_t> fingerprint);
   Status DoRemove(uint64_t id);
   Status DoResync(uint64_t id);
-  void RebuildPollSet();
+  // False (errno set) if the socket cannot join the epoll set.
+  bool WatchSocket(zmq::socket_t& sock, ItemKind kind, void* owner);
+  void MarkPending(Watch* w);
+  void MarkPending(zmq::socket_t& sock);
+  void Dispatch(Watch& w);
+  void RequeueRound();
   void DrainSub(zmq::socket_t& sock, Source* fixed, Listener* listener);
   void DrainDealer(Source& s, void* handle);
   void DrainMonitor(zmq::socket_t& mon, Source* s, Listener* l);
@@ -125,11 +153,21 @@ class IngestThread::Loop {
   std::unique_ptr<zmq::socket_t> StartMonitor(zmq::socket_t& sock, int events);
   void CloseSockets(Source& s);
   void CloseListener(Listener& l);
+  // Every socket leaves through here: out of the epoll set while its fd is
+  // still open (zmq closes it later, from the reaper thread), closed after
+  // the round that may still name it.
   void Bury(std::unique_ptr<zmq::socket_t> sock) {
-    if (sock) {
-      graveyard_.push_back(std::move(sock));
-      dirty_ = true;
+    if (!sock) return;
+    auto it = watches_.find(sock->handle());
+    if (it != watches_.end()) {
+      Watch* w = it->second.get();
+      (void)epoll_ctl(epfd_, EPOLL_CTL_DEL, w->fd, nullptr);
+      w->alive = false;
+      if (w->pending) std::erase(pending_, w);  // round_ may name it too: freed only after the round
+      dead_watches_.push_back(std::move(it->second));
+      watches_.erase(it);
     }
+    graveyard_.push_back(std::move(sock));
   }
 
   IngestThread* owner_;
@@ -142,11 +180,17 @@ class IngestThread::Loop {
   std::unordered_map<std::string, std::unique_ptr<Listener>> listeners_;
   std::unordered_set<Source*> timed_;  // sources with an armed sequencer timer
 
-  std::vector<zmq_pollitem_t> items_;
-  std::vector<ItemRef> refs_;
-  bool dirty_ = true;
-  // Sockets closed while poll results still name them; freed after the round.
+  int epfd_ = -1;
+  Watch wake_;
+  std::unordered_map<void*, std::unique_ptr<Watch>> watches_;  // by socket handle
+  std::vector<Watch*> pending_;  // sockets to check with ZMQ_EVENTS next round
+  std::vector<Watch*> round_;    // this round's share of pending_
+  size_t round_pos_ = 0;         // next entry of round_ to check
+  std::array<epoll_event, 256> events_;
+  // Sockets (and their watches) closed while this round's results may still
+  // name them; freed before the next wait.
   std::vector<std::unique_ptr<zmq::socket_t>> graveyard_;
+  std::vector<std::unique_ptr<Watch>> dead_watches_;
 
   std::array<zmq::message_t, 5> frames_;
   uint64_t monitor_counter_ = 0;
@@ -226,7 +270,11 @@ void IngestThread::Loop::OpenReplay(Source& s, uint64_t start) {
     (void)d->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     (void)d->send(zmq::buffer(seq), zmq::send_flags::dontwait);
     s.dealer = std::move(d);
-    dirty_ = true;
+    if (!WatchSocket(*s.dealer, ItemKind::kDealer, &s)) {
+      spdlog::warn("source {}: cannot watch the replay socket (epoll_ctl: {})", s.spec.name, std::strerror(errno));
+      CloseReplay(s);  // the sequencer's timeout and retries take it from here
+      return;
+    }
     spdlog::info("source {}: replay requested from seq {} ({})", s.spec.name, start, s.spec.replay_endpoint);
   } catch (const zmq::error_t& e) {
     // No socket: the sequencer's timeout and retries take it from here.
@@ -347,10 +395,27 @@ Status IngestThread::Loop::DoAdd(const SourceSpec& spec, std::optional<uint64_t>
   so.probe_delay = opts_.probe_delay;
   s->stats = std::move(stats);
   s->seq = std::make_unique<Sequencer>(so, s->stats.get(), s.get());
-  if (owner_->registry_ != nullptr) owner_->registry_->Add(s->stats);
   Source& src = *s;
+  bool watched = (!src.sub || WatchSocket(*src.sub, ItemKind::kSub, &src)) &&
+                 (!src.monitor || WatchSocket(*src.monitor, ItemKind::kSubMonitor, &src));
+  if (created != nullptr) {
+    watched = watched && WatchSocket(*created->sub, ItemKind::kListener, created) &&
+              (!created->monitor || WatchSocket(*created->monitor, ItemKind::kListenerMonitor, created));
+  } else if (src.listener != nullptr) {
+    MarkPending(*src.listener->sub);  // setsockopt may have consumed its fd's news
+  }
+  if (!watched) {
+    std::string why = std::strerror(errno);
+    if (src.listener != nullptr) src.listener->by_topic.erase(spec.topic);
+    CloseSockets(src);
+    if (created != nullptr) {
+      CloseListener(*created);
+      listeners_.erase(spec.endpoint);
+    }
+    return Status::Unavailable("source " + spec.name + ": cannot watch its sockets (epoll_ctl: " + why + ")");
+  }
+  if (owner_->registry_ != nullptr) owner_->registry_->Add(src.stats);
   sources_.emplace(spec.id, std::move(s));
-  dirty_ = true;
   spdlog::info("source {}: added ({} {}, replay {}, topic '{}', thread {})", spec.name, ConnectModeName(spec.mode),
                src.stats->endpoint, spec.has_replay() ? spec.replay_endpoint : "none", spec.topic, owner_->index_);
   try {
@@ -370,7 +435,10 @@ Status IngestThread::Loop::DoRemove(uint64_t id) {
   CloseSockets(s);
   if (Listener* l = s.listener) {
     l->by_topic.erase(s.spec.topic);
-    if (l->sub) l->sub->set(zmq::sockopt::unsubscribe, s.spec.topic);
+    if (l->sub) {
+      l->sub->set(zmq::sockopt::unsubscribe, s.spec.topic);
+      MarkPending(*l->sub);
+    }
     if (l->by_topic.empty()) {
       std::string key = l->key;  // erase() must not see a reference into the node it frees
       CloseListener(*l);
@@ -386,7 +454,6 @@ Status IngestThread::Loop::DoRemove(uint64_t id) {
     spdlog::error("source {}: sink threw in OnSourceRemoved", s.spec.name);
   }
   sources_.erase(it);
-  dirty_ = true;
   return Status::Ok();
 }
 
@@ -646,80 +713,126 @@ Clock::duration IngestThread::Loop::PollTimeout(Clock::time_point now) const {
   return std::max<Clock::duration>(t, Clock::duration::zero());
 }
 
-void IngestThread::Loop::RebuildPollSet() {
-  items_.clear();
-  refs_.clear();
-  auto add = [&](zmq::socket_t* sock, int fd, ItemKind kind, void* owner) {
-    items_.push_back(zmq_pollitem_t{sock != nullptr ? sock->handle() : nullptr, fd, ZMQ_POLLIN, 0});
-    refs_.push_back(ItemRef{kind, owner});
-  };
-  add(nullptr, owner_->wake_fd_, ItemKind::kWake, nullptr);
-  for (auto& [key, l] : listeners_) {
-    add(l->sub.get(), 0, ItemKind::kListener, l.get());
-    if (l->monitor) add(l->monitor.get(), 0, ItemKind::kListenerMonitor, l.get());
+bool IngestThread::Loop::WatchSocket(zmq::socket_t& sock, ItemKind kind, void* owner) {
+  auto w = std::make_unique<Watch>();
+  w->kind = kind;
+  w->owner = owner;
+  w->handle = sock.handle();
+  w->fd = sock.get(zmq::sockopt::fd);
+  epoll_event ev{};
+  ev.events = EPOLLIN;  // level-triggered: the fd stays readable until ZMQ_EVENTS consumes its news
+  ev.data.ptr = w.get();
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, w->fd, &ev) != 0) return false;
+  Watch* raw = w.get();
+  watches_[w->handle] = std::move(w);
+  MarkPending(raw);  // it may already hold messages (or, a dealer, have sent)
+  return true;
+}
+
+void IngestThread::Loop::MarkPending(Watch* w) {
+  if (w->pending || !w->alive) return;
+  w->pending = true;
+  pending_.push_back(w);
+}
+
+void IngestThread::Loop::MarkPending(zmq::socket_t& sock) {
+  auto it = watches_.find(sock.handle());
+  if (it != watches_.end()) MarkPending(it->second.get());
+}
+
+void IngestThread::Loop::Dispatch(Watch& w) {
+  switch (w.kind) {
+    case ItemKind::kWake:
+      break;
+    case ItemKind::kSub: {
+      auto* s = static_cast<Source*>(w.owner);
+      if (s->sub && s->sub->handle() == w.handle) DrainSub(*s->sub, s, nullptr);
+      break;
+    }
+    case ItemKind::kListener: {
+      auto* l = static_cast<Listener*>(w.owner);
+      if (l->sub && l->sub->handle() == w.handle) DrainSub(*l->sub, nullptr, l);
+      break;
+    }
+    case ItemKind::kSubMonitor: {
+      auto* s = static_cast<Source*>(w.owner);
+      if (s->monitor && s->monitor->handle() == w.handle) DrainMonitor(*s->monitor, s, nullptr);
+      break;
+    }
+    case ItemKind::kListenerMonitor: {
+      auto* l = static_cast<Listener*>(w.owner);
+      if (l->monitor && l->monitor->handle() == w.handle) DrainMonitor(*l->monitor, nullptr, l);
+      break;
+    }
+    case ItemKind::kDealer:
+      DrainDealer(*static_cast<Source*>(w.owner), w.handle);
+      break;
   }
-  for (auto& [id, s] : sources_) {
-    if (s->sub) add(s->sub.get(), 0, ItemKind::kSub, s.get());
-    if (s->monitor) add(s->monitor.get(), 0, ItemKind::kSubMonitor, s.get());
-    if (s->dealer) add(s->dealer.get(), 0, ItemKind::kDealer, s.get());
+}
+
+void IngestThread::Loop::RequeueRound() {
+  // A round cut short by an exception: the socket being handled and those
+  // not reached yet are checked again, or their pending flag would keep
+  // them off every later round.
+  for (size_t i = round_pos_; i < round_.size(); ++i) {
+    round_[i]->pending = false;
+    MarkPending(round_[i]);
   }
-  dirty_ = false;
+  round_.clear();
+  round_pos_ = 0;
 }
 
 void IngestThread::Loop::RunUntilStopped() {
+  // Work per round is proportional to the sockets with news, not to the
+  // sockets watched: idle sources cost nothing (zmq_poll would scan them all).
   for (;;) {
     try {
       if (!ProcessCommands()) return;
       graveyard_.clear();
-      if (dirty_) RebuildPollSet();
-      auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(PollTimeout(Clock::now()));
-      int rc = zmq_poll(items_.data(), static_cast<int>(items_.size()), static_cast<long>(timeout.count()));
-      if (rc < 0) {
-        if (zmq_errno() == ETERM) return;
-        if (zmq_errno() != EINTR) spdlog::error("ingest thread {}: zmq_poll: {}", owner_->index_, zmq_strerror(zmq_errno()));
+      dead_watches_.clear();
+      int timeout_ms = 0;
+      if (pending_.empty()) {
+        timeout_ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(PollTimeout(Clock::now())).count());
+      }
+      int n = epoll_wait(epfd_, events_.data(), static_cast<int>(events_.size()), timeout_ms);
+      if (n < 0) {
+        if (errno != EINTR) spdlog::error("ingest thread {}: epoll_wait: {}", owner_->index_, std::strerror(errno));
         continue;
       }
-      for (size_t i = 0; i < items_.size() && rc > 0; ++i) {
-        if ((items_[i].revents & ZMQ_POLLIN) == 0) continue;
-        --rc;
-        const ItemRef& ref = refs_[i];
-        switch (ref.kind) {
-          case ItemKind::kWake: {
-            uint64_t v;
-            (void)!read(owner_->wake_fd_, &v, sizeof v);
-            break;
-          }
-          case ItemKind::kSub: {
-            auto* s = static_cast<Source*>(ref.owner);
-            if (s->sub && s->sub->handle() == items_[i].socket) DrainSub(*s->sub, s, nullptr);
-            break;
-          }
-          case ItemKind::kListener: {
-            auto* l = static_cast<Listener*>(ref.owner);
-            if (l->sub && l->sub->handle() == items_[i].socket) DrainSub(*l->sub, nullptr, l);
-            break;
-          }
-          case ItemKind::kSubMonitor: {
-            auto* s = static_cast<Source*>(ref.owner);
-            if (s->monitor && s->monitor->handle() == items_[i].socket) DrainMonitor(*s->monitor, s, nullptr);
-            break;
-          }
-          case ItemKind::kListenerMonitor: {
-            auto* l = static_cast<Listener*>(ref.owner);
-            if (l->monitor && l->monitor->handle() == items_[i].socket) DrainMonitor(*l->monitor, nullptr, l);
-            break;
-          }
-          case ItemKind::kDealer:
-            DrainDealer(*static_cast<Source*>(ref.owner), items_[i].socket);
-            break;
+      for (int i = 0; i < n; ++i) {
+        auto* w = static_cast<Watch*>(events_[static_cast<size_t>(i)].data.ptr);
+        if (w->kind == ItemKind::kWake) {
+          uint64_t v;
+          (void)!read(owner_->wake_fd_, &v, sizeof v);
+          continue;
         }
+        MarkPending(w);
       }
+      round_.swap(pending_);
+      pending_.clear();
+      for (round_pos_ = 0; round_pos_ < round_.size(); ++round_pos_) {
+        Watch* w = round_[round_pos_];
+        w->pending = false;
+        if (!w->alive) continue;  // buried earlier in this round
+        int zev = 0;
+        size_t len = sizeof zev;
+        if (zmq_getsockopt(w->handle, ZMQ_EVENTS, &zev, &len) != 0) {
+          if (zmq_errno() == ETERM) return;
+          continue;
+        }
+        if ((zev & ZMQ_POLLIN) == 0) continue;
+        Dispatch(*w);
+        MarkPending(w);  // read from: check again next round
+      }
+      round_.clear();
       RunTimers(Clock::now());
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return;
       spdlog::error("ingest thread {}: {}", owner_->index_, e.what());
+      RequeueRound();
     } catch (const std::exception& e) {
       spdlog::error("ingest thread {}: {}", owner_->index_, e.what());
+      RequeueRound();
     }
   }
 }
@@ -758,9 +871,11 @@ void IngestThread::Stop() {
 }
 
 void IngestThread::Run() {
-  {
+  try {
     Loop loop(this);
     loop.RunUntilStopped();
+  } catch (const std::exception& e) {
+    spdlog::error("ingest thread {}: {}", index_, e.what());
   }
   // Commands that raced with Stop(): nobody will run them.
   std::lock_guard<std::mutex> lock(mu_);

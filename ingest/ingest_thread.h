@@ -3,10 +3,13 @@
 // Owns every socket of its sources: a SUB per connect-mode source, a bound
 // SUB per bind-mode endpoint (shared by the sources that publish to it,
 // routed by exact topic), a DEALER per source while a replay is outstanding,
-// and optionally a socket-monitor PAIR per SUB. All of them are polled
-// together (no thread per socket); each ready socket is drained up to
-// IngestOptions::max_burst messages before the loop moves on, so one busy
-// source cannot starve the others, and replay never blocks anything.
+// and optionally a socket-monitor PAIR per SUB. All of them sit in one
+// epoll set through their ZMQ_FDs (no thread per socket), so a round costs
+// in proportion to the sockets with news, not to the sockets watched: 999
+// idle sources do not slow the one that publishes. Each ready socket is
+// drained up to IngestOptions::max_burst messages before the loop moves on,
+// so one busy source cannot starve the others, and replay never blocks
+// anything.
 //
 // Connection state is per source even on a shared bound socket: the socket
 // monitor reports connections (fds), libzmq tags each message with the fd
