@@ -37,7 +37,6 @@ struct IngestThread::Listener {
   std::unique_ptr<zmq::socket_t> sub;
   std::unique_ptr<zmq::socket_t> monitor;
   std::unordered_map<std::string, Source*> by_topic;
-  std::unordered_set<uint32_t> peers;  // accepted connections (fds), from the monitor
 };
 
 struct IngestThread::Source final : Sequencer::Delegate {
@@ -406,7 +405,10 @@ Status IngestThread::Loop::DoAdd(const SourceSpec& spec, std::optional<uint64_t>
   }
   if (!watched) {
     std::string why = std::strerror(errno);
-    if (src.listener != nullptr) src.listener->by_topic.erase(spec.topic);
+    if (src.listener != nullptr && created == nullptr) {
+      src.listener->by_topic.erase(spec.topic);
+      src.listener->sub->set(zmq::sockopt::unsubscribe, spec.topic);
+    }
     CloseSockets(src);
     if (created != nullptr) {
       CloseListener(*created);
@@ -668,13 +670,11 @@ void IngestThread::Loop::DrainMonitor(zmq::socket_t& mon, Source* s, Listener* l
       AfterEvent(*s);
     } else if (l != nullptr) {
       if (event == ZMQ_EVENT_ACCEPTED) {
-        l->peers.insert(value);
         // Some engine on this socket (re)connected; which one is unknown
         // until it sends, so every source here probes for batches sent
         // before it subscribed.
         for (auto& [topic, src] : l->by_topic) src->seq->OnPeerConnected(Clock::now(), /*reconnected=*/false);
       } else if (event == ZMQ_EVENT_DISCONNECTED) {
-        l->peers.erase(value);
         // Only the sources whose traffic came through that connection lose
         // their peer. (A message still queued from a closed connection can
         // re-tie a source to its fd after this; if the kernel has reused the
