@@ -540,10 +540,10 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
     return tier == kGpu ? 3 | (HitsOf(Ld(o[2])) << 2) : 1;
   };
   // The owners of `k` (count 0 if absent); false on a stale read.
-  auto probe = [](const Shard& sh, const ProbeKey& k, const AWord** o, uint32_t* cnt) -> bool {
+  auto probe = [](const Shard& sh, const ProbeKey& k, uint32_t hint, const AWord** o, uint32_t* cnt) -> bool {
     *cnt = 0;
     *o = nullptr;
-    uint32_t id = sh.Find(k);
+    uint32_t id = sh.FindWithHint(k, hint);
     if (id == kNoId) return true;
     Rec* r = sh.RecAt(id);
     if (r == nullptr) return false;
@@ -573,12 +573,13 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
   static_assert(kGroupAhead < kRing && kRecAhead < kGroupAhead && kOwnersAhead < kRecAhead && kOwnersAhead >= 1);
   ProbeKey pk[kRing];
   const Rec* peek[kRing] = {};
+  uint32_t peek_id[kRing];
   for (size_t j = 0; j < std::min<size_t>(n, kGroupAhead); ++j) {
     pk[j].Set(keys[j]);
     model->shards[pk[j].shard()].PrefetchGroup(pk[j]);
   }
   for (size_t j = 0; j < std::min<size_t>(n, kRecAhead); ++j) {
-    peek[j] = model->shards[pk[j].shard()].PeekRecord(pk[j]);
+    peek[j] = model->shards[pk[j].shard()].PeekRecord(pk[j], &peek_id[j]);
   }
   for (size_t j = 0; j < std::min<size_t>(n, kOwnersAhead); ++j) {
     if (peek[j] != nullptr) model->shards[pk[j].shard()].PrefetchOwnersOf(peek[j]);
@@ -593,7 +594,7 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
     }
     if (i + kRecAhead < n) {
       const size_t r = (i + kRecAhead) % kRing;
-      peek[r] = model->shards[pk[r].shard()].PeekRecord(pk[r]);
+      peek[r] = model->shards[pk[r].shard()].PeekRecord(pk[r], &peek_id[r]);
     }
     if (i + kOwnersAhead < n && peek[(i + kOwnersAhead) % kRing] != nullptr) {
       const size_t r = (i + kOwnersAhead) % kRing;
@@ -611,7 +612,7 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
       uint64_t s = sh.ReadBegin();
       const AWord* o = nullptr;
       uint32_t cnt = 0;
-      bool ok = probe(sh, pk[0], &o, &cnt);
+      bool ok = probe(sh, pk[0], peek_id[0], &o, &cnt);
       for (uint32_t k = 0; k < cnt; ++k) {
         uint32_t okey = Ld(o[3 * k]);
         uint32_t v = verdict(okey, &o[3 * k]);
@@ -668,7 +669,7 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
         uint64_t s = sh.ReadBegin();
         const AWord* o = nullptr;
         uint32_t cnt = 0;
-        bool ok = probe(sh, pk[i % kRing], &o, &cnt);
+        bool ok = probe(sh, pk[i % kRing], peek_id[i % kRing], &o, &cnt);
         auto mark = [&](uint32_t q, uint32_t v) {
           const uint64_t bit = uint64_t{1} << q;
           if (v & 1) any_b |= bit;
@@ -754,7 +755,7 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
         uint64_t s = sh.ReadBegin();
         const AWord* o = nullptr;
         uint32_t cnt = 0;
-        bool ok = probe(sh, pk[i % kRing], &o, &cnt);
+        bool ok = probe(sh, pk[i % kRing], peek_id[i % kRing], &o, &cnt);
         const bool search = na * 8 < cnt;
         uint32_t p = 0;
         for (uint32_t a = 0; a < na; ++a) {

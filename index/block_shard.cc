@@ -214,6 +214,7 @@ void Shard::WriteSideKey(uint32_t id, const ProbeKey& k) {
     side = static_cast<SideKey*>(std::calloc(kRecChunk, sizeof(SideKey)));
     if (side == nullptr) std::abort();
     side_dir_.Set(id >> kRecChunkBits, side);
+    has_side_.store(true, std::memory_order_relaxed);  // published by EndWrite's release
   }
   SideKey& s = side[id & (kRecChunk - 1)];
   St(s.w[0], k.code);

@@ -417,6 +417,24 @@ TEST_F(BlockIndexTest, BytesKeysKeepFullDigest) {
   EXPECT_EQ(Find(qb).sources.size(), 1u);
 }
 
+// While a shard holds only integer-form keys, lookups skip its side
+// directory; a bytes-form key with the same wire must still not match.
+TEST_F(BlockIndexTest, BytesKeyDoesNotMatchAnIntegerKeyWithTheSameWire) {
+  uint8_t a[32];
+  for (int i = 0; i < 32; ++i) a[i] = static_cast<uint8_t>(i + 1);
+  BlockKey kb = BlockKey::FromBytes(a, 32);
+  BlockKey ki = BlockKey::FromU64(kb.wire());
+  std::vector<BlockKey> qb{kb}, qi{ki};
+  ASSERT_TRUE(index_.Store(model_, 0, Tier::kGpu, kG0, qi, std::nullopt).ok());
+  EXPECT_TRUE(Find(qb).sources.empty());
+  EXPECT_EQ(Gpu(Find(qi), 0), 1u);
+  ASSERT_TRUE(index_.Store(model_, 1, Tier::kGpu, kG0, qb, std::nullopt).ok());
+  EXPECT_EQ(Find(qb).sources.size(), 1u);
+  EXPECT_EQ(Find(qb).Find(1)->gpu_blocks, 1u);
+  EXPECT_EQ(Find(qi).sources.size(), 1u);
+  EXPECT_EQ(Find(qi).Find(0)->gpu_blocks, 1u);
+}
+
 TEST_F(BlockIndexTest, ManyOwnersOfOneBlock) {
   for (SourceId s = 0; s < 300; ++s) {
     Store(s, Keys({1, 2}));
