@@ -149,13 +149,27 @@ class PtrDir {
   ~PtrDir() { Unmap(p_, n_ * sizeof(std::atomic<T*>)); }
   PtrDir(const PtrDir&) = delete;
   PtrDir& operator=(const PtrDir&) = delete;
-  T* Get(size_t i) const { return i < n_ ? p_[i].load(std::memory_order_acquire) : nullptr; }
-  void Set(size_t i, T* v) { p_[i].store(v, std::memory_order_release); }
+  T* Get(size_t i) const {
+    if (i < kHead) return head_[i].load(std::memory_order_acquire);
+    return i < n_ ? p_[i].load(std::memory_order_acquire) : nullptr;
+  }
+  void Set(size_t i, T* v) {
+    if (i < kHead) {
+      head_[i].store(v, std::memory_order_release);
+    } else {
+      p_[i].store(v, std::memory_order_release);
+    }
+  }
   size_t size() const { return n_; }
 
  private:
+  // The first entries live in the owning object, hot in cache: a lookup
+  // in a small index then touches no directory page (one per shard and
+  // kind, which otherwise cost a TLB entry each on the query walk).
+  static constexpr size_t kHead = 16;
   size_t n_;
   std::atomic<T*>* p_;
+  std::atomic<T*> head_[kHead] = {};
 };
 
 class Shard {
