@@ -32,12 +32,6 @@
 // builds keep the cheaper fences.
 // KVIDX_TSAN comes from epoch.h.
 
-// The reader's per-block path (Find, RecAt, Owners, the prefetch stages)
-// runs inside FindPrefix's walk; GCC declines to inline some of it there,
-// and each call costs more than the work (measured: RecAt alone was 15% of
-// a cached walk).
-#define KVIDX_ALWAYS_INLINE __attribute__((always_inline))
-
 namespace kvidx::internal {
 
 inline constexpr uint32_t kShardBits = 6;
@@ -289,7 +283,7 @@ inline bool Shard::ReadValid(uint64_t s) const {
 #endif
 }
 
-KVIDX_ALWAYS_INLINE inline void Shard::PrefetchGroup(const ProbeKey& k) const {
+inline void Shard::PrefetchGroup(const ProbeKey& k) const {
   const Table* t = table_.load(std::memory_order_acquire);
   if (t == nullptr) return;
   uint32_t g = GroupOf(k.hash, t->groups);
@@ -297,7 +291,7 @@ KVIDX_ALWAYS_INLINE inline void Shard::PrefetchGroup(const ProbeKey& k) const {
   __builtin_prefetch(&t->slots[g * 8]);
 }
 
-KVIDX_ALWAYS_INLINE inline const Rec* Shard::PeekRecord(const ProbeKey& k, uint32_t* id) const {
+inline const Rec* Shard::PeekRecord(const ProbeKey& k, uint32_t* id) const {
   *id = kNoId;
   const Table* t = table_.load(std::memory_order_acquire);
   if (t == nullptr) return nullptr;
@@ -313,12 +307,12 @@ KVIDX_ALWAYS_INLINE inline const Rec* Shard::PeekRecord(const ProbeKey& k, uint3
   return r;
 }
 
-KVIDX_ALWAYS_INLINE inline uint32_t Shard::FindWithHint(const ProbeKey& k, uint32_t hint) const {
+inline uint32_t Shard::FindWithHint(const ProbeKey& k, uint32_t hint) const {
   if (hint != kNoId && KeyEquals(hint, k)) return hint;
   return Find(k);
 }
 
-KVIDX_ALWAYS_INLINE inline void Shard::PrefetchOwnersOf(const Rec* r) const {
+inline void Shard::PrefetchOwnersOf(const Rec* r) const {
   if (OwnerSource(Ld(r->w[2])) != kSrcOverflow) return;
   const AWord* p = PoolAt(Ld(r->w[3]));
   if (p == nullptr) return;
@@ -330,18 +324,18 @@ KVIDX_ALWAYS_INLINE inline void Shard::PrefetchOwnersOf(const Rec* r) const {
   for (; a < end; a += 64) __builtin_prefetch(reinterpret_cast<const void*>(a));
 }
 
-KVIDX_ALWAYS_INLINE inline Rec* Shard::RecAt(uint32_t id) const {
+inline Rec* Shard::RecAt(uint32_t id) const {
   if (id >= rec_top_.load(std::memory_order_acquire)) return nullptr;
   Rec* chunk = rec_dir_.Get(id >> kRecChunkBits);
   return chunk == nullptr ? nullptr : &chunk[id & (kRecChunk - 1)];
 }
 
-KVIDX_ALWAYS_INLINE inline AWord* Shard::PoolAt(uint32_t off) const {
+inline AWord* Shard::PoolAt(uint32_t off) const {
   AWord* chunk = pool_dir_.Get(off >> kPoolChunkBits);
   return chunk == nullptr ? nullptr : &chunk[off & (kPoolChunk - 1)];
 }
 
-KVIDX_ALWAYS_INLINE inline AWord* Shard::Owners(Rec* r, uint32_t* count) const {
+inline AWord* Shard::Owners(Rec* r, uint32_t* count) const {
   uint32_t a = Ld(r->w[2]);
   if (OwnerSource(a) != kSrcOverflow) {
     *count = OwnerSource(a) == kSrcFree ? 0 : 1;
@@ -358,7 +352,7 @@ KVIDX_ALWAYS_INLINE inline AWord* Shard::Owners(Rec* r, uint32_t* count) const {
   return p;
 }
 
-KVIDX_ALWAYS_INLINE inline bool Shard::KeyEquals(uint32_t id, const ProbeKey& k) const {
+inline bool Shard::KeyEquals(uint32_t id, const ProbeKey& k) const {
   Rec* r = RecAt(id);
   if (r == nullptr || KeyWire(r) != k.wire) return false;
   if (OwnerSource(Ld(r->w[2])) == kSrcFree) return false;
@@ -374,7 +368,7 @@ KVIDX_ALWAYS_INLINE inline bool Shard::KeyEquals(uint32_t id, const ProbeKey& k)
   return true;
 }
 
-KVIDX_ALWAYS_INLINE inline uint32_t Shard::Find(const ProbeKey& k) const {
+inline uint32_t Shard::Find(const ProbeKey& k) const {
   const Table* t = table_.load(std::memory_order_acquire);
   if (t == nullptr) return kNoId;
   uint32_t mask = t->groups - 1;
