@@ -57,7 +57,8 @@ std::optional<Sequencer::Clock::time_point> Sequencer::NextDeadline() const {
 }
 
 void Sequencer::OnPeerConnected(Clock::time_point now, bool reconnected) {
-  if (reconnected && last_ && KnownFingerprint(*last_)) verify_at_ = *last_;
+  // Only a replay can compare; without one the hint has nothing to act on.
+  if (reconnected && opts_.has_replay && last_ && KnownFingerprint(*last_)) verify_at_ = *last_;
   if (opts_.has_replay && opts_.probe_delay > Clock::duration::zero()) {
     probe_pending_ = true;
     probe_at_ = now + opts_.probe_delay;
@@ -95,7 +96,7 @@ void Sequencer::ProcessLive(uint64_t seq, std::string_view payload, Clock::time_
   }
 
   uint64_t next = NextSeq();
-  if (verify_at_ && opts_.has_replay) {
+  if (verify_at_) {
     Hold(seq, payload);
     if (seq > next) SourceStats::Inc(stats_->seq_gaps);
     StartReplay(next, seq > next ? ReplayReason::kGap : ReplayReason::kProbe, std::exchange(verify_at_, std::nullopt),
