@@ -2,6 +2,7 @@
 //
 //   kvidx-bench [google-benchmark flags]   microbenchmarks (decode, hash, ...)
 //   kvidx-bench w1 [--prompts=N ...]        workload W1 (shared/bench/workload.md)
+//   kvidx-bench owners [--blocks=N ...]     bytes per block and per additional owner
 //   kvidx-bench snapshot [--n=N]           snapshot / restore of N index entries
 //   kvidx-bench ingest ...                 PUB -> decode -> sink, end to end
 //   kvidx-bench grpc ...                   FindPrefix over gRPC while ingest runs
@@ -25,6 +26,7 @@
 #include "bench/grpc_bench.h"
 #define KVIDX_HAVE_GRPC 1
 #endif
+#include "bench/owners_bench.h"
 #if __has_include("bench/ingest_bench.h")
 #include "bench/ingest_bench.h"
 #define KVIDX_HAVE_INGEST 1
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
 #ifdef KVIDX_HAVE_GRPC
     if (std::strcmp(argv[1], "grpc") == 0) return RunGrpcBench(argc - 1, argv + 1);
 #endif
+    if (std::strcmp(argv[1], "owners") == 0) return RunOwnersBench(argc - 1, argv + 1);
 #ifdef KVIDX_HAVE_INGEST
     if (std::strcmp(argv[1], "ingest") == 0) return RunIngestBench(argc - 1, argv + 1);
 #endif

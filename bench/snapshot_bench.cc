@@ -26,6 +26,7 @@ int RunSnapshotBench(int, char**) {
 #include <thread>
 #include <vector>
 
+#include "bench/child_process.h"
 #include "index/block_index.h"
 #include "index/source_registry.h"
 #include "index/tier.h"
@@ -143,10 +144,7 @@ struct Run {
   double capture_s;  // DumpUnsorted: the server's ingest pause
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
 
 }  // namespace
 

@@ -1,8 +1,5 @@
 #include "bench/w1_bench.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -14,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench/child_process.h"
 #include "index/block_index.h"
 
 namespace kvidx {
@@ -75,14 +73,8 @@ Workload Generate(const Params& p) {
 }
 
 // ---- Measurement helpers. ----
-uint64_t ResidentBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long size = 0, resident = 0;
-  int n = std::fscanf(f, "%lu %lu", &size, &resident);
-  std::fclose(f);
-  return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
-}
+using bench::Median;
+using bench::ResidentBytes;
 
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -230,34 +222,6 @@ bool ParseFlag(std::string_view arg, std::string_view name, uint64_t* out) {
   return true;
 }
 
-// Runs `fn` in a forked child and returns its W1Result (fresh process => RSS
-// growth is not flattered by pages freed by an earlier run).
-template <typename Fn>
-bool InChild(Fn fn, W1Result* out) {
-  int fds[2];
-  if (pipe(fds) != 0) return false;
-  std::fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0) return false;
-  if (pid == 0) {
-    close(fds[0]);
-    W1Result r = fn();
-    ssize_t n = write(fds[1], &r, sizeof(r));
-    _exit(n == static_cast<ssize_t>(sizeof(r)) ? 0 : 1);
-  }
-  close(fds[1]);
-  ssize_t n = read(fds[0], out, sizeof(*out));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return n == static_cast<ssize_t>(sizeof(*out)) && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 W1Result MedianOf(const std::vector<W1Result>& rs) {
   W1Result m = rs[0];
   auto med = [&](double W1Result::*f) {
@@ -323,7 +287,7 @@ int RunW1Bench(int argc, char** argv) {
     std::vector<W1Result> rs;
     for (int run = 0; run < p.runs; ++run) {
       W1Result r;
-      bool ok = InChild([&] { return is_kv ? RunKvidx(p, w) : RunNaive(p, w); }, &r);
+      bool ok = bench::RunInChild([&] { return is_kv ? RunKvidx(p, w) : RunNaive(p, w); }, &r);
       if (!ok) {
         std::fprintf(stderr, "w1: %s run %d failed\n", impl, run);
         return 1;

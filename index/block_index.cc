@@ -14,11 +14,16 @@ namespace kvidx {
 
 using internal::AWord;
 using internal::kNoId;
+using internal::kOwnerWords;
 using internal::kShards;
 using internal::Ld;
+using internal::OwnerCounts;
 using internal::OwnerGroup;
+using internal::OwnerHitsView;
+using internal::OwnerIdentity;
 using internal::OwnerKey;
 using internal::OwnerSource;
+using internal::OwnerStamp;
 using internal::OwnerTier;
 using internal::ProbeKey;
 using internal::Rec;
@@ -27,16 +32,23 @@ using internal::St;
 
 namespace {
 
-constexpr uint32_t kUnindexedGroup = 0xFF;        // groups >= this are never indexed
+constexpr uint32_t kUnindexedGroup = internal::kMaxOwnerGroups;   // groups >= this are never indexed
 constexpr uint32_t kNoPrimary = 0xFFFFFFFF;
-constexpr uint64_t kRebaseAt = 0xF0000000ULL;    // stamps are u32: rebase well before wrap
 constexpr uint32_t kClearBatch = 64;              // records per shard-lock hold in ClearSource
+// Stamps are 24-bit. A rebase keeps the newest kStampKeep clock ticks
+// exact and folds anything older into stamp 0 ("ancient": coldest anyway).
+// Stores are applied in steps of at most kStoreStep blocks so that one
+// rebase always makes room.
+constexpr uint64_t kStampLimit = uint64_t{1} << internal::kStampBits;
+constexpr uint64_t kStampKeep = uint64_t{1} << 22;
+constexpr size_t kStoreStep = 1 << 16;
+static_assert(kStampKeep + kStoreStep + 1 < kStampLimit);
 
-inline uint32_t RefOf(uint32_t w) { return w & 0xFFFF; }
-inline uint32_t HitsOf(uint32_t w) { return w >> 16; }
-inline uint32_t RefHits(uint32_t ref, uint32_t hits) {
-  return (ref > 0xFFFF ? 0xFFFF : ref) | ((hits > 0xFFFF ? 0xFFFF : hits) << 16);
+// A stamp's value after the clock moved down by `base`.
+inline uint32_t RebaseStamp(uint64_t stamp, uint64_t base) {
+  return stamp > base ? static_cast<uint32_t>(stamp - base) : 0;
 }
+inline uint32_t Saturating(uint64_t v) { return v > 0xFFFFFFFFu ? 0xFFFFFFFFu : static_cast<uint32_t>(v); }
 
 }  // namespace
 
@@ -193,15 +205,15 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
   uint32_t id = sh.Find(pk);
   AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
   if (o != nullptr) {
-    uint32_t old_stamp = Ld(o[1]);
-    uint32_t rh = Ld(o[2]);
-    sh.BeginWrite();
-    St(o[1], stamp);
+    uint32_t old_stamp = OwnerStamp(Ld(o[1]));
+    OwnerCounts counts = sh.CountsOf(id, o);
     if (hit_candidate) {
-      St(o[2], RefHits(RefOf(rh), HitsOf(rh) + 1));
+      counts.hits = Saturating(uint64_t{counts.hits} + 1);
     } else {
-      St(o[2], RefHits(RefOf(rh) + 1, HitsOf(rh)));
+      counts.ref = Saturating(uint64_t{counts.ref} + 1);
     }
+    sh.BeginWrite();
+    sh.SetOwner(id, o, stamp, counts);
     sh.EndWrite();
     lock.unlock();
     if (hit_candidate) {
@@ -218,12 +230,12 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
   }
   // A new owner. An engine-declared reuse of a block we never saw is a hit
   // on a block whose original store we missed.
-  uint32_t rh = RefHits(1, reused ? 1 : 0);
+  const OwnerCounts counts{1, reused ? 1u : 0u};
   if (id == kNoId) {
-    id = sh.InsertRecord(pk, okey, stamp, rh, &epoch);
+    id = sh.InsertRecord(pk, okey, stamp, counts, &epoch);
   } else {
     sh.BeginWrite();
-    sh.AddOwner(id, okey, stamp, rh);
+    sh.AddOwner(id, okey, stamp, counts);
     sh.EndWrite();
   }
   lock.unlock();
@@ -257,7 +269,7 @@ void BlockIndex::Impl::CompactLog(SourceData& /*src*/, Model& model, uint32_t sh
       uint32_t n = 0;
       AWord* o = sh.Owners(sh.RecAt(id), &n);
       uint64_t mine = 0;
-      for (uint32_t k = 0; k < n; ++k) mine += OwnerSource(Ld(o[3 * k])) == source;
+      for (uint32_t k = 0; k < n; ++k) mine += OwnerSource(Ld(o[kOwnerWords * k])) == source;
       if (mine == 0) continue;
       live += mine;
       log.ids[keep++] = id;
@@ -288,15 +300,9 @@ void BlockIndex::Impl::ForEachSourceRecord(SourceData& src, ModelId m, Model& mo
 }
 
 void BlockIndex::Impl::MaybeRebase(SourceData& src, SourceId source, uint64_t needed) {
-  if (src.clock + needed < kRebaseAt) return;
-  // Stamps are 32-bit. Shift them down by the oldest live GPU stamp when that
-  // frees enough room; otherwise halve them all. Both keep the order.
-  uint64_t oldest = src.gpu_hist.size() > 0 ? src.gpu_hist.OldestStamp() : src.clock;
-  bool subtract = oldest >= (1ULL << 30);
-  auto f = [&](uint32_t s) -> uint32_t {
-    if (subtract) return s >= oldest ? static_cast<uint32_t>(s - oldest) : 0;
-    return s >> 1;
-  };
+  if (src.clock + needed < kStampLimit) return;
+  // Keeps the order of the newest kStampKeep ticks; older stamps become 0.
+  const uint64_t base = src.clock - kStampKeep;
   src.gpu_hist.Clear();
   uint32_t n_models = model_count.load(std::memory_order_acquire);
   for (ModelId m = 0; m < n_models; ++m) {
@@ -307,16 +313,17 @@ void BlockIndex::Impl::MaybeRebase(SourceData& src, SourceId source, uint64_t ne
       AWord* o = sh.Owners(sh.RecAt(id), &n);
       sh.BeginWrite();
       for (uint32_t k = 0; k < n; ++k) {
-        uint32_t okey = Ld(o[3 * k]);
+        AWord* w = &o[kOwnerWords * k];
+        uint32_t okey = Ld(w[0]);
         if (OwnerSource(okey) != source) continue;
-        uint32_t ns = f(Ld(o[3 * k + 1]));
-        St(o[3 * k + 1], ns);
+        uint32_t ns = RebaseStamp(OwnerStamp(Ld(w[1])), base);
+        St(w[1], (Ld(w[1]) & ~internal::kStampMask) | ns);
         if (OwnerTier(okey) == static_cast<uint32_t>(Tier::kGpu)) src.gpu_hist.Add(ns);
       }
       sh.EndWrite();
     });
   }
-  src.clock = subtract ? src.clock - oldest : src.clock >> 1;
+  src.clock -= base;
 }
 
 // Validates the ids of a Store/Remove before anything is touched.
@@ -356,17 +363,20 @@ Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup g
   if (parent.has_value() && !reused && !impl_->Holds(*model, *parent, okey)) {
     c.drift_orphan_store.fetch_add(1, std::memory_order_relaxed);
   }
-  impl_->MaybeRebase(src, source, hashes.size() + 1);
   // vLLM frees a finished request's blocks tail first, so its LRU evicts the
-  // tail before the head: give earlier blocks of the chain newer stamps.
-  const uint64_t base = src.clock;
-  const size_t n = hashes.size();
-  src.clock += n;
-  for (size_t i = 0; i < n; ++i) {
-    impl_->ApplyStore(*model, model_id, src, okey, hashes[i], static_cast<uint32_t>(base + (n - i)),
-                      hit_candidate, reused);
+  // tail before the head: give earlier blocks of the chain newer stamps
+  // (within each step of kStoreStep blocks; real events are far shorter).
+  for (size_t lo = 0; lo < hashes.size(); lo += kStoreStep) {
+    const size_t n = std::min(kStoreStep, hashes.size() - lo);
+    impl_->MaybeRebase(src, source, n + 1);
+    const uint64_t base = src.clock;
+    src.clock += n;
+    for (size_t i = 0; i < n; ++i) {
+      impl_->ApplyStore(*model, model_id, src, okey, hashes[lo + i], static_cast<uint32_t>(base + (n - i)),
+                        hit_candidate, reused);
+    }
   }
-  c.stored_blocks.fetch_add(n, std::memory_order_relaxed);
+  c.stored_blocks.fetch_add(hashes.size(), std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -400,14 +410,15 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
       c.drift_remove_unknown.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    uint32_t stamp = Ld(o[1]);
-    uint32_t rh = Ld(o[2]);
-    bool last = RefOf(rh) <= 1;
+    uint32_t stamp = OwnerStamp(Ld(o[1]));
+    OwnerCounts counts = sh.CountsOf(id, o);
+    bool last = counts.ref <= 1;
     sh.BeginWrite();
     if (last) {
       sh.RemoveOwner(id, okey);
     } else {
-      St(o[2], RefHits(RefOf(rh) - 1, HitsOf(rh)));
+      --counts.ref;
+      sh.SetOwner(id, o, stamp, counts);
     }
     sh.EndWrite();
     slock.unlock();
@@ -457,7 +468,7 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
             uint32_t n = 0;
             AWord* o = sh.Owners(sh.RecAt(id), &n);
             for (uint32_t k = 0; k < n && nv < 8; ++k) {
-              uint32_t okey = Ld(o[3 * k]);
+              uint32_t okey = OwnerIdentity(Ld(o[kOwnerWords * k]));
               if (OwnerSource(okey) == source && (all || OwnerTier(okey) == want_tier)) victims[nv++] = okey;
             }
             more = nv == 8;
@@ -537,7 +548,7 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
     if (OwnerGroup(okey) != group) return 0;
     uint32_t tier = OwnerTier(okey);
     if (tier >= 64 || ((tier_mask >> tier) & 1) == 0) return 0;   // >= 64 only in a torn read
-    return tier == kGpu ? 3 | (HitsOf(Ld(o[2])) << 2) : 1;
+    return tier == kGpu ? 3 | (OwnerHitsView(Ld(o[1])) << 2) : 1;
   };
   // The owners of `k` (count 0 if absent); false on a stale read.
   auto probe = [](const Shard& sh, const ProbeKey& k, uint32_t hint, const AWord** o, uint32_t* cnt) -> bool {
@@ -555,7 +566,7 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
     const uint32_t want = source << 16;
     while (lo < hi) {
       uint32_t mid = (lo + hi) / 2;
-      if (Ld(o[3 * mid]) < want) lo = mid + 1; else hi = mid;
+      if (Ld(o[kOwnerWords * mid]) < want) lo = mid + 1; else hi = mid;
     }
     return lo;
   };
@@ -614,8 +625,8 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
       uint32_t cnt = 0;
       bool ok = probe(sh, pk[0], peek_id[0], &o, &cnt);
       for (uint32_t k = 0; k < cnt; ++k) {
-        uint32_t okey = Ld(o[3 * k]);
-        uint32_t v = verdict(okey, &o[3 * k]);
+        uint32_t okey = Ld(o[kOwnerWords * k]);
+        uint32_t v = verdict(okey, &o[kOwnerWords * k]);
         if (v == 0) continue;
         uint32_t source = OwnerSource(okey);
         if (res.empty() || res.back().source != source) {
@@ -687,26 +698,26 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
             p = lower(o, p, cnt, source);
             uint32_t v = 0;
             for (; p < cnt; ++p) {
-              uint32_t okey = Ld(o[3 * p]);
+              uint32_t okey = Ld(o[kOwnerWords * p]);
               if (OwnerSource(okey) != source) break;
-              v |= verdict(okey, &o[3 * p]);
+              v |= verdict(okey, &o[kOwnerWords * p]);
             }
             mark(q, v);
           }
         } else if (direct) {
           for (uint32_t k = 0; k < cnt; ++k) {
-            const uint32_t okey = Ld(o[3 * k]);
+            const uint32_t okey = Ld(o[kOwnerWords * k]);
             const uint32_t source = OwnerSource(okey);
             const uint32_t q1 = slot_map[source & 63];
             if (q1 == 0 || srcs[q1 - 1] != source) continue;
-            const uint32_t v = verdict(okey, &o[3 * k]);
+            const uint32_t v = verdict(okey, &o[kOwnerWords * k]);
             if (v != 0) mark(q1 - 1, v);
           }
         } else {
           uint32_t q = 0;
           for (uint32_t k = 0; k < cnt; ++k) {
-            const uint32_t okey = Ld(o[3 * k]);
-            const uint32_t v = verdict(okey, &o[3 * k]);
+            const uint32_t okey = Ld(o[kOwnerWords * k]);
+            const uint32_t v = verdict(okey, &o[kOwnerWords * k]);
             if (v == 0) continue;
             const uint32_t source = OwnerSource(okey);
             while (q < nres && srcs[q] < source) ++q;
@@ -763,13 +774,13 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
           if (search) {
             p = lower(o, p, cnt, source);
           } else {
-            while (p < cnt && OwnerSource(Ld(o[3 * p])) < source) ++p;
+            while (p < cnt && OwnerSource(Ld(o[kOwnerWords * p])) < source) ++p;
           }
           uint32_t v = 0;
           for (; p < cnt; ++p) {
-            uint32_t okey = Ld(o[3 * p]);
+            uint32_t okey = Ld(o[kOwnerWords * p]);
             if (OwnerSource(okey) != source) break;
-            v |= verdict(okey, &o[3 * p]);
+            v |= verdict(okey, &o[kOwnerWords * p]);
           }
           step[a] = v;
         }
@@ -815,9 +826,9 @@ Status BlockIndex::PeekEvictionOrder(ModelId model_id, SourceId source, size_t n
     uint32_t cnt = 0;
     AWord* o = sh.Owners(sh.RecAt(id), &cnt);
     for (uint32_t k = 0; k < cnt; ++k) {
-      uint32_t okey = Ld(o[3 * k]);
+      uint32_t okey = Ld(o[kOwnerWords * k]);
       if (OwnerSource(okey) == source && OwnerTier(okey) == static_cast<uint32_t>(Tier::kGpu)) {
-        all.emplace_back(Ld(o[3 * k + 1]), sh.KeyOf(id));
+        all.emplace_back(OwnerStamp(Ld(o[kOwnerWords * k + 1])), sh.KeyOf(id));
       }
     }
   });
@@ -909,10 +920,11 @@ Status BlockIndex::LookupBlock(ModelId m, const BlockKey& key, std::vector<Owner
   uint32_t cnt = 0;
   AWord* o = sh.Owners(sh.RecAt(id), &cnt);
   for (uint32_t k = 0; o != nullptr && k < cnt; ++k) {
-    uint32_t okey = Ld(o[3 * k]);
-    uint32_t rh = Ld(o[3 * k + 2]);
+    const AWord* w = &o[kOwnerWords * k];
+    uint32_t okey = Ld(w[0]);
+    OwnerCounts counts = sh.CountsOf(id, w);
     out->push_back(OwnerRecord{m, key, OwnerSource(okey), static_cast<Tier>(OwnerTier(okey)), OwnerGroup(okey),
-                               RefOf(rh), HitsOf(rh), Ld(o[3 * k + 1])});
+                               counts.ref, counts.hits, OwnerStamp(Ld(w[1]))});
   }
   return Status::Ok();
 }
@@ -953,10 +965,11 @@ void BlockIndex::DumpUnsorted(IndexSnapshot* out) const {
         uint32_t cnt = 0;
         AWord* o = sh.Owners(sh.RecAt(id), &cnt);
         for (uint32_t k = 0; k < cnt; ++k) {
-          uint32_t okey = Ld(o[3 * k]);
-          uint32_t rh = Ld(o[3 * k + 2]);
+          const AWord* w = &o[kOwnerWords * k];
+          uint32_t okey = Ld(w[0]);
+          OwnerCounts counts = sh.CountsOf(id, w);
           out->owners.push_back(OwnerRecord{m, key, OwnerSource(okey), static_cast<Tier>(OwnerTier(okey)),
-                                            OwnerGroup(okey), RefOf(rh), HitsOf(rh), Ld(o[3 * k + 1])});
+                                            OwnerGroup(okey), counts.ref, counts.hits, OwnerStamp(Ld(w[1]))});
         }
       }
     }
@@ -981,6 +994,19 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
   // every block appears in one run, so a new key needs no lookup and a
   // repeat of the previous key goes straight to its record. The order is
   // checked as we go; out-of-order input takes the lookup path.
+  // Snapshots written before stamps became 24-bit may carry larger clocks
+  // and stamps: such a source is rebased as a Store would (newest ticks
+  // kept, older ones folded into 0); a stamp still too large is clamped.
+  std::unordered_map<SourceId, uint64_t> stamp_base;
+  for (const auto& [s, clock] : snap.source_clocks) {
+    if (s >= kMaxSources) return Status::Corruption("bad source id in clocks");
+    if (clock > internal::kStampMask) stamp_base[s] = clock - kStampKeep;
+  }
+  auto restored_stamp = [&stamp_base](SourceId s, uint32_t stamp) -> uint32_t {
+    auto it = stamp_base.find(s);
+    uint32_t v = it == stamp_base.end() ? stamp : RebaseStamp(stamp, it->second);
+    return v > internal::kStampMask ? internal::kStampMask : v;
+  };
   const OwnerRecord* prev = nullptr;
   uint32_t prev_id = kNoId;
   bool sorted_so_far = true;
@@ -989,10 +1015,14 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
     const bool same_block = sorted_so_far && prev != nullptr && prev->model == o.model && prev->key == o.key;
     Model* model = impl_->GetModel(o.model);
     if (model == nullptr) return Status::Corruption("owner of unknown model " + std::to_string(o.model));
-    if (o.source >= kMaxSources || static_cast<size_t>(o.tier) >= kMaxTiers || o.group >= kUnindexedGroup ||
-        o.refcount == 0) {
+    if (o.source >= kMaxSources || static_cast<size_t>(o.tier) >= kMaxTiers || o.refcount == 0) {
       return Status::Corruption("bad owner record for " + o.key.ToString());
     }
+    if (o.group >= kUnindexedGroup) {
+      return Status::Corruption("owner record of group " + std::to_string(o.group) + " (groups >= " +
+                                std::to_string(kUnindexedGroup) + " are not indexed) for " + o.key.ToString());
+    }
+    const uint32_t stamp = restored_stamp(o.source, o.stamp);
     SourceData& src = *impl_->GetOrCreateSource(o.source);
     std::lock_guard<std::mutex> lock(src.mu);
     uint32_t okey = OwnerKey(o.source, static_cast<uint32_t>(o.tier), o.group);
@@ -1011,12 +1041,12 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
           return Status::Corruption("duplicate owner record for " + o.key.ToString());
         }
       }
-      uint32_t rh = RefHits(o.refcount, o.hits);
+      const OwnerCounts counts{o.refcount, o.hits};
       if (id == kNoId) {
-        id = sh.InsertRecord(pk, okey, o.stamp, rh, &impl_->epoch);
+        id = sh.InsertRecord(pk, okey, stamp, counts, &impl_->epoch);
       } else {
         sh.BeginWrite();
-        sh.AddOwner(id, okey, o.stamp, rh);
+        sh.AddOwner(id, okey, stamp, counts);
         sh.EndWrite();
       }
     }
@@ -1026,14 +1056,14 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
     impl_->AdjustTierCount(src, static_cast<uint32_t>(o.tier), 1);
     if (o.tier == Tier::kGpu) {
       impl_->AddGpuCopies(src, o.refcount);
-      src.gpu_hist.Add(o.stamp);
+      src.gpu_hist.Add(stamp);
     }
   }
   for (const auto& [s, clock] : snap.source_clocks) {
-    if (s >= kMaxSources) return Status::Corruption("bad source id in clocks");
     SourceData& src = *impl_->GetOrCreateSource(s);
     std::lock_guard<std::mutex> lock(src.mu);
-    src.clock = clock;
+    auto it = stamp_base.find(s);
+    src.clock = it == stamp_base.end() ? clock : clock - it->second;
   }
   return Status::Ok();
 }

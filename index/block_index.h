@@ -8,7 +8,9 @@
 // source, tier, group) with a reference count of physical copies: vLLM sends
 // one BlockStored and one BlockRemoved per copy, so a block leaves a source
 // only when its last copy is removed. Each owner also carries a recency stamp
-// (the source's logical clock) and an engine-confirmed hit count.
+// (the source's logical clock, 24 bits: a rebase keeps the newest 2^22 ticks
+// in order and folds older stamps into 0, the coldest) and an engine-
+// confirmed hit count. Copy and hit counts are exact (32-bit, saturating).
 //
 // Hits (kv_cache_report_mode="full"). vLLM re-announces the blocks a request
 // reused as a BlockStored with parent_block_hash = None starting at block 0.
@@ -26,7 +28,8 @@
 // Groups (hybrid models). A store is indexed when its group is a full-
 // attention group (GroupKind::kFullAttention), or group 0 when the engine
 // sends no kind, or when the model's options index every group. Other
-// groups only count in SourceStats::unindexed_blocks. Queries match the
+// groups only count in SourceStats::unindexed_blocks, as do groups >= 63
+// (the owner word has 6 bits for the group). Queries match the
 // model's primary group (the first full-attention group seen, else 0) unless
 // the filter names one. A BlockRemoved carries no kind, so a removal is
 // indexed only when its group is full-attention by kind, or the model
@@ -58,9 +61,10 @@
 // removed while a query runs may or may not be seen.
 //
 // Memory (per model, per shard): an open-addressing table of 1 control byte
-// + 4-byte record id per slot (load 7/16..7/8); 20-byte records (u64 wire
+// + 4-byte record id per slot (load 7/16..7/8); 16-byte records (u64 wire
 // key + one inline owner, or a handle to an overflow owner array); overflow
-// arrays of 12-byte owners for blocks held by several sources/tiers; bytes-
+// arrays of 8-byte owners (power-of-two sizes from a buddy pool that merges
+// freed space back) for blocks held by several sources/tiers; bytes-
 // form digests in a side arena allocated only for chunks that need it; per
 // source a log of record ids (4 bytes per owned block, compacted) that makes
 // ClearSource proportional to the source's blocks, not the index.

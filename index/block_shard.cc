@@ -143,16 +143,47 @@ AWord* Shard::FindOwner(uint32_t id, uint32_t okey) const {
   if (o == nullptr) return nullptr;
   if (n <= 8) {
     for (uint32_t i = 0; i < n; ++i) {
-      if (Ld(o[3 * i]) == okey) return &o[3 * i];
+      if (OwnerIdentity(Ld(o[kOwnerWords * i])) == okey) return &o[kOwnerWords * i];
     }
     return nullptr;
   }
   uint32_t lo = 0, hi = n;
   while (lo < hi) {
     uint32_t mid = (lo + hi) / 2;
-    if (Ld(o[3 * mid]) < okey) lo = mid + 1; else hi = mid;
+    if (OwnerIdentity(Ld(o[kOwnerWords * mid])) < okey) lo = mid + 1; else hi = mid;
   }
-  return lo < n && Ld(o[3 * lo]) == okey ? &o[3 * lo] : nullptr;
+  return lo < n && OwnerIdentity(Ld(o[kOwnerWords * lo])) == okey ? &o[kOwnerWords * lo] : nullptr;
+}
+
+namespace {
+inline uint64_t SpillKey(uint32_t id, uint32_t okey) { return (uint64_t{id} << 32) | okey; }
+}  // namespace
+
+OwnerCounts Shard::CountsOf(uint32_t id, const AWord* o) const {
+  uint32_t w0 = Ld(o[0]);
+  if ((w0 & kRefMask) != kRefSpilled) return OwnerCounts{w0 & kRefMask, OwnerHitsView(Ld(o[1]))};
+  auto it = spill_.find(SpillKey(id, OwnerIdentity(w0)));
+  return it == spill_.end() ? OwnerCounts{} : it->second;
+}
+
+void Shard::EncodeOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts c, bool was_spilled,
+                        uint32_t out[2]) {
+  const bool fits = c.ref < kRefSpilled && c.hits <= kHitsInlineMax;
+  if (!fits) {
+    spill_[SpillKey(id, okey)] = c;
+  } else if (was_spilled) {
+    spill_.erase(SpillKey(id, okey));
+  }
+  out[0] = okey | (fits ? c.ref : kRefSpilled);
+  out[1] = (stamp & kStampMask) | ((c.hits > 255 ? 255u : c.hits) << kStampBits);
+}
+
+void Shard::SetOwner(uint32_t id, AWord* o, uint32_t stamp, OwnerCounts counts) {
+  uint32_t w[2];
+  const uint32_t w0 = Ld(o[0]);
+  EncodeOwner(id, OwnerIdentity(w0), stamp, counts, (w0 & kRefMask) == kRefSpilled, w);
+  St(o[0], w[0]);
+  St(o[1], w[1]);
 }
 
 uint32_t Shard::AllocRec() {
@@ -181,29 +212,84 @@ void Shard::FreeRec(uint32_t id) {
   free_rec_ = id;
 }
 
-uint32_t Shard::PoolAlloc(uint32_t cls) {
-  if (pool_free_[cls] != kNoId) {
-    uint32_t off = pool_free_[cls];
-    pool_free_[cls] = Ld(*PoolAt(off));
-    return off;
+// ---------------------------------------------------------------- owner pool
+//
+// A buddy allocator over the pool's word space. A block of class c holds
+// 2^c owners (2^(c+1) words) at an offset aligned to its size; a chunk is
+// one top-class block. Freeing merges a block with its buddy while the
+// buddy is free, so space freed when blocks move up a class (every block
+// gaining owners at once, as replicas warm up) becomes whole chunks again
+// instead of piling up on per-class free lists.
+// Free block words: [0] next, [1] prev (kNoId ends), [2] class.
+
+namespace {
+inline uint32_t ClassWords(uint32_t cls) { return kOwnerWords << cls; }
+inline uint32_t ClassFor(uint32_t n) { return n <= 2 ? 1 : static_cast<uint32_t>(std::bit_width(n - 1)); }
+}  // namespace
+
+bool Shard::PoolIsFree(uint32_t off, uint32_t cls) const {
+  uint32_t bit = off >> 2;
+  if (((pool_free_bits_[bit >> 6] >> (bit & 63)) & 1) == 0) return false;
+  return Ld(PoolAt(off)[2]) == cls;
+}
+
+void Shard::PoolPush(uint32_t off, uint32_t cls) {
+  AWord* p = PoolAt(off);
+  St(p[0], pool_free_[cls]);
+  St(p[1], kNoId);
+  St(p[2], cls);
+  if (pool_free_[cls] != kNoId) St(PoolAt(pool_free_[cls])[1], off);
+  pool_free_[cls] = off;
+  uint32_t bit = off >> 2;
+  pool_free_bits_[bit >> 6] |= uint64_t{1} << (bit & 63);
+}
+
+void Shard::PoolUnlink(uint32_t off, uint32_t cls) {
+  AWord* p = PoolAt(off);
+  uint32_t next = Ld(p[0]);
+  uint32_t prev = Ld(p[1]);
+  if (prev == kNoId) {
+    pool_free_[cls] = next;
+  } else {
+    St(PoolAt(prev)[0], next);
   }
-  uint32_t words = 3u << cls;
-  uint32_t top = pool_top_;
-  if ((top & (kPoolChunk - 1)) + words > kPoolChunk) top = ((top >> kPoolChunkBits) + 1) << kPoolChunkBits;
-  if ((top >> kPoolChunkBits) >= kPoolDirSize) std::abort();
-  if (pool_dir_.Get(top >> kPoolChunkBits) == nullptr) {
+  if (next != kNoId) St(PoolAt(next)[1], prev);
+  uint32_t bit = off >> 2;
+  pool_free_bits_[bit >> 6] &= ~(uint64_t{1} << (bit & 63));
+}
+
+uint32_t Shard::PoolAlloc(uint32_t cls) {
+  uint32_t c = cls;
+  while (c <= kTopPoolClass && pool_free_[c] == kNoId) ++c;
+  if (c > kTopPoolClass) {
+    if (pool_chunks_ >= kPoolDirSize) std::abort();
     // Uninitialised until written, so pages are committed only as used.
     AWord* chunk = static_cast<AWord*>(std::malloc(sizeof(AWord) * kPoolChunk));
     if (chunk == nullptr) std::abort();
-    pool_dir_.Set(top >> kPoolChunkBits, chunk);
+    pool_dir_.Set(pool_chunks_, chunk);
+    pool_free_bits_.resize(pool_free_bits_.size() + kPoolChunk / 4 / 64, 0);
+    c = kTopPoolClass;
+    PoolPush(pool_chunks_ << kPoolChunkBits, c);
+    ++pool_chunks_;
   }
-  pool_top_ = top + words;
-  return top;
+  uint32_t off = pool_free_[c];
+  PoolUnlink(off, c);
+  while (c > cls) {   // split: keep the lower half, free the upper
+    --c;
+    PoolPush(off + ClassWords(c), c);
+  }
+  return off;
 }
 
 void Shard::PoolFree(uint32_t off, uint32_t cls) {
-  St(*PoolAt(off), pool_free_[cls]);
-  pool_free_[cls] = off;
+  while (cls < kTopPoolClass) {
+    uint32_t buddy = off ^ ClassWords(cls);
+    if (!PoolIsFree(buddy, cls)) break;
+    PoolUnlink(buddy, cls);
+    off = off < buddy ? off : buddy;
+    ++cls;
+  }
+  PoolPush(off, cls);
 }
 
 void Shard::WriteSideKey(uint32_t id, const ProbeKey& k) {
@@ -272,17 +358,18 @@ void Shard::Resize(EpochDomain* epoch) {
   if (old != nullptr) epoch->Retire(old, [](void* p) { delete static_cast<Table*>(p); });
 }
 
-uint32_t Shard::InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, uint32_t ref_hits,
+uint32_t Shard::InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, OwnerCounts counts,
                              EpochDomain* epoch) {
   if (growth_left_ == 0) Resize(epoch);
   BeginWrite();
   uint32_t id = AllocRec();
   Rec* r = RecAt(id);
+  uint32_t w[2];
+  EncodeOwner(id, okey, stamp, counts, /*was_spilled=*/false, w);   // a new owner
   St(r->w[0], static_cast<uint32_t>(k.wire));
   St(r->w[1], static_cast<uint32_t>(k.wire >> 32));
-  St(r->w[3], stamp);
-  St(r->w[4], ref_hits);
-  St(r->w[2], okey);
+  St(r->w[3], w[1]);
+  St(r->w[2], w[0]);
   WriteSideKey(id, k);
   bool used_empty = false;
   InsertId(table_.load(std::memory_order_relaxed), k.hash, id, &used_empty);
@@ -292,59 +379,65 @@ uint32_t Shard::InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, u
   return id;
 }
 
-void Shard::AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, uint32_t ref_hits) {
+void Shard::MoveOwners(uint32_t id, uint32_t off, uint32_t n, uint32_t cls, uint32_t pos, const uint32_t* add) {
   Rec* r = RecAt(id);
+  const uint32_t m = add != nullptr ? n + 1 : n - 1;
+  uint32_t noff = PoolAlloc(cls);
+  AWord* q = PoolAt(noff);
+  const AWord* p = PoolAt(off);
+  for (uint32_t i = 0, j = 0; i < m; ++i) {
+    if (add != nullptr && i == pos) {
+      St(q[kOwnerWords * i], add[0]);
+      St(q[kOwnerWords * i + 1], add[1]);
+      continue;
+    }
+    if (add == nullptr && j == pos) ++j;
+    St(q[kOwnerWords * i], Ld(p[kOwnerWords * j]));
+    St(q[kOwnerWords * i + 1], Ld(p[kOwnerWords * j + 1]));
+    ++j;
+  }
+  St(r->w[3], noff);
+  St(r->w[2], (kSrcOverflow << 16) | m);
+  PoolFree(off, ClassFor(n));
+}
+
+void Shard::AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts) {
+  Rec* r = RecAt(id);
+  uint32_t w[2];
+  EncodeOwner(id, okey, stamp, counts, /*was_spilled=*/false, w);   // a new owner
   uint32_t a = Ld(r->w[2]);
   if (OwnerSource(a) != kSrcOverflow) {
-    // One inline owner -> an overflow array of class 1 (2 owners).
+    // One inline owner -> an array of class 1 (2 owners).
     uint32_t off = PoolAlloc(1);
     AWord* p = PoolAt(off);
-    uint32_t first[3] = {a, Ld(r->w[3]), Ld(r->w[4])};
-    uint32_t second[3] = {okey, stamp, ref_hits};
-    const uint32_t* lo = a < okey ? first : second;
-    const uint32_t* hi = a < okey ? second : first;
-    for (int i = 0; i < 3; ++i) {
+    uint32_t first[2] = {a, Ld(r->w[3])};
+    const uint32_t* lo = a < w[0] ? first : w;
+    const uint32_t* hi = a < w[0] ? w : first;
+    for (uint32_t i = 0; i < kOwnerWords; ++i) {
       St(p[i], lo[i]);
-      St(p[3 + i], hi[i]);
+      St(p[kOwnerWords + i], hi[i]);
     }
     St(r->w[3], off);
-    St(r->w[4], 2 | (1u << kClassShift));
-    St(r->w[2], kSrcOverflow << 16);
+    St(r->w[2], (kSrcOverflow << 16) | 2);
     return;
   }
   uint32_t off = Ld(r->w[3]);
-  uint32_t cc = Ld(r->w[4]);
-  uint32_t n = cc & ((1u << kClassShift) - 1);
-  uint32_t cls = cc >> kClassShift;
+  uint32_t n = a & kCountMask;
   AWord* p = PoolAt(off);
   uint32_t pos = 0;
-  while (pos < n && Ld(p[3 * pos]) < okey) ++pos;
-  if (n < (1u << cls)) {
+  while (pos < n && Ld(p[kOwnerWords * pos]) < w[0]) ++pos;
+  if (n < (1u << ClassFor(n))) {
     for (uint32_t i = n; i > pos; --i) {
-      for (int j = 0; j < 3; ++j) St(p[3 * i + j], Ld(p[3 * (i - 1) + j]));
+      St(p[kOwnerWords * i], Ld(p[kOwnerWords * (i - 1)]));
+      St(p[kOwnerWords * i + 1], Ld(p[kOwnerWords * (i - 1) + 1]));
     }
-    St(p[3 * pos], okey);
-    St(p[3 * pos + 1], stamp);
-    St(p[3 * pos + 2], ref_hits);
-    St(r->w[4], (n + 1) | (cls << kClassShift));
+    St(p[kOwnerWords * pos], w[0]);
+    St(p[kOwnerWords * pos + 1], w[1]);
+    St(r->w[2], (kSrcOverflow << 16) | (n + 1));
     return;
   }
-  if (cls >= kMaxOwnerClass) std::abort();  // 65536 owners of one block
-  uint32_t noff = PoolAlloc(cls + 1);
-  AWord* q = PoolAt(noff);
-  for (uint32_t i = 0, o = 0; i <= n; ++i) {
-    if (i == pos) {
-      St(q[3 * i], okey);
-      St(q[3 * i + 1], stamp);
-      St(q[3 * i + 2], ref_hits);
-      continue;
-    }
-    for (int j = 0; j < 3; ++j) St(q[3 * i + j], Ld(p[3 * o + j]));
-    ++o;
-  }
-  St(r->w[3], noff);
-  St(r->w[4], (n + 1) | ((cls + 1) << kClassShift));
-  PoolFree(off, cls);
+  if (ClassFor(n + 1) > kMaxOwnerClass) std::abort();  // 16384 owners of one block
+  MoveOwners(id, off, n, ClassFor(n + 1), pos, w);
 }
 
 void Shard::EraseSlotOf(uint32_t id) {
@@ -376,32 +469,36 @@ bool Shard::RemoveOwner(uint32_t id, uint32_t okey) {
   Rec* r = RecAt(id);
   uint32_t a = Ld(r->w[2]);
   if (OwnerSource(a) != kSrcOverflow) {
-    if (a != okey) return false;
+    if (OwnerIdentity(a) != okey) return false;
+    if ((a & kRefMask) == kRefSpilled) spill_.erase(SpillKey(id, okey));
     EraseSlotOf(id);
     FreeRec(id);
     size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     return true;
   }
   uint32_t off = Ld(r->w[3]);
-  uint32_t cc = Ld(r->w[4]);
-  uint32_t n = cc & ((1u << kClassShift) - 1);
-  uint32_t cls = cc >> kClassShift;
+  uint32_t n = a & kCountMask;
   AWord* p = PoolAt(off);
   uint32_t pos = 0;
-  while (pos < n && Ld(p[3 * pos]) != okey) ++pos;
+  while (pos < n && OwnerIdentity(Ld(p[kOwnerWords * pos])) != okey) ++pos;
   if (pos == n) return false;
-  for (uint32_t i = pos; i + 1 < n; ++i) {
-    for (int j = 0; j < 3; ++j) St(p[3 * i + j], Ld(p[3 * (i + 1) + j]));
-  }
-  --n;
-  if (n == 1) {
-    St(r->w[3], Ld(p[1]));
-    St(r->w[4], Ld(p[2]));
-    St(r->w[2], Ld(p[0]));
-    PoolFree(off, cls);
+  if ((Ld(p[kOwnerWords * pos]) & kRefMask) == kRefSpilled) spill_.erase(SpillKey(id, okey));
+  if (n == 2) {   // the survivor goes back inline
+    const AWord* s = &p[kOwnerWords * (1 - pos)];
+    St(r->w[3], Ld(s[1]));
+    St(r->w[2], Ld(s[0]));
+    PoolFree(off, 1);
     return false;
   }
-  St(r->w[4], n | (cls << kClassShift));
+  if (ClassFor(n - 1) < ClassFor(n)) {   // arrays stay in their smallest class
+    MoveOwners(id, off, n, ClassFor(n - 1), pos, nullptr);
+    return false;
+  }
+  for (uint32_t i = pos; i + 1 < n; ++i) {
+    St(p[kOwnerWords * i], Ld(p[kOwnerWords * (i + 1)]));
+    St(p[kOwnerWords * i + 1], Ld(p[kOwnerWords * (i + 1) + 1]));
+  }
+  St(r->w[2], (kSrcOverflow << 16) | (n - 1));
   return false;
 }
 

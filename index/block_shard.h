@@ -2,17 +2,22 @@
 //
 // A shard is a Swiss-style open-addressing table (8-slot groups of 1-byte
 // control tags, SWAR matching, 4-byte record ids) over a chunked record
-// arena and a chunked pool of overflow owner arrays. Writers hold `mu` and
-// wrap every mutation in `seq` (odd while writing); readers use relaxed
+// arena and a chunked buddy pool of overflow owner arrays. Writers hold `mu`
+// and wrap every mutation in `seq` (odd while writing); readers use relaxed
 // atomic loads validated against `seq` (see block_index.h for the scheme).
 // Every word a reader may load is a std::atomic so that concurrent reads are
 // well-defined (and TSan-clean); on x86 a relaxed load is a plain mov.
 //
-// Record (20 bytes, 5 words): key low, key high, then either one inline
-// owner (3 words) or, when the block has several owners, an overflow handle
-// (marker, pool offset, count|class). Owner (3 words): source<<16|tier<<8|
-// group, recency stamp, refcount|hits<<16. Owner arrays are kept sorted by
-// the first word, i.e. by source then tier then group.
+// Record (16 bytes, 4 words): key low, key high, then either one inline
+// owner (2 words) or, when the block has several owners, an overflow handle
+// (marker | count, pool offset). Owner (8 bytes, 2 words):
+//   w0 = source:16 | tier:6 | group:6 | ref:4   (identity, then refcount)
+//   w1 = hits:8 | stamp:24                      (hit count, recency stamp)
+// Owner arrays are kept sorted by w0, i.e. by source, tier, group. The
+// refcount and hit fields hold exact values up to 14 and 254; beyond, the
+// refcount field reads kRefSpilled, the hit field saturates at 255 (what a
+// query sums) and the exact pair lives in the shard's writer-side spill map
+// (rare: duplicate copies past 14, blocks hit 255+ times by one replica).
 #pragma once
 
 #include <atomic>
@@ -22,6 +27,8 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "index/block_key.h"
 #include "index/epoch.h"
@@ -38,12 +45,16 @@ inline constexpr uint32_t kShardBits = 6;
 inline constexpr uint32_t kShards = 1u << kShardBits;
 inline constexpr uint32_t kNoId = 0xFFFFFFFFu;
 
-inline constexpr uint32_t kRecChunkBits = 12;                   // 4096 records (80 KiB) per chunk
+inline constexpr uint32_t kRecChunkBits = 12;                   // 4096 records (64 KiB) per chunk
 inline constexpr uint32_t kRecChunk = 1u << kRecChunkBits;
 inline constexpr uint32_t kRecDirSize = 1u << 14;               // 2^26 records per shard
 inline constexpr uint32_t kPoolChunkBits = 16;                  // 256 KiB of words per chunk
 inline constexpr uint32_t kPoolChunk = 1u << kPoolChunkBits;
 inline constexpr uint32_t kPoolDirSize = 1u << 16;              // the whole u32 offset space
+inline constexpr uint32_t kOwnerWords = 2;
+// Owner arrays hold 2^class owners (class >= 1); a chunk is one block of
+// the top class, split and re-merged buddy-style.
+inline constexpr uint32_t kTopPoolClass = kPoolChunkBits - 1;   // 2^15 owners = one chunk
 inline constexpr uint32_t kMaxOwnerClass = 14;                  // up to 16384 owners per block
 
 inline constexpr uint32_t kSrcOverflow = 0xFFFF;   // record word 2 marker: owners are in the pool
@@ -57,17 +68,34 @@ using AWord = std::atomic<uint32_t>;
 inline uint32_t Ld(const AWord& w) { return w.load(std::memory_order_relaxed); }
 inline void St(AWord& w, uint32_t v) { w.store(v, std::memory_order_relaxed); }
 
+// Owner word 0. An owner key (okey) is the identity with a zero ref field.
+inline constexpr uint32_t kMaxOwnerGroups = 63;    // groups 0..62 fit the 6-bit field
+inline constexpr uint32_t kRefMask = 0xF;
+inline constexpr uint32_t kRefSpilled = 0xF;       // exact counts are in the spill map
 inline constexpr uint32_t OwnerKey(uint32_t source, uint32_t tier, uint32_t group) {
-  return (source << 16) | (tier << 8) | group;
+  return (source << 16) | (tier << 10) | (group << 4);
 }
-inline constexpr uint32_t OwnerSource(uint32_t okey) { return okey >> 16; }
-inline constexpr uint32_t OwnerTier(uint32_t okey) { return (okey >> 8) & 0xFF; }
-inline constexpr uint32_t OwnerGroup(uint32_t okey) { return okey & 0xFF; }
+inline constexpr uint32_t OwnerSource(uint32_t w0) { return w0 >> 16; }
+inline constexpr uint32_t OwnerTier(uint32_t w0) { return (w0 >> 10) & 0x3F; }
+inline constexpr uint32_t OwnerGroup(uint32_t w0) { return (w0 >> 4) & 0x3F; }
+inline constexpr uint32_t OwnerIdentity(uint32_t w0) { return w0 & ~kRefMask; }
+// Owner word 1.
+inline constexpr uint32_t kStampBits = 24;
+inline constexpr uint32_t kStampMask = (1u << kStampBits) - 1;
+inline constexpr uint32_t kHitsInlineMax = 254;    // 255 = "255 or more"
+inline constexpr uint32_t OwnerStamp(uint32_t w1) { return w1 & kStampMask; }
+inline constexpr uint32_t OwnerHitsView(uint32_t w1) { return w1 >> kStampBits; }
+
+// A block owner's copy count and engine-confirmed hit count, exact.
+struct OwnerCounts {
+  uint32_t ref = 1;
+  uint32_t hits = 0;
+};
 
 struct Rec {
-  AWord w[5];
+  AWord w[4];
 };
-static_assert(sizeof(Rec) == 20);
+static_assert(sizeof(Rec) == 16);
 
 // Bytes-form digest: w[0] = length code (0 = integer form, 0xFF = empty
 // bytes, else byte count), w[1..6] = up to 24 leading digest bytes.
@@ -184,7 +212,7 @@ class Shard {
   // Record words, or nullptr if `id` is out of bounds (stale read).
   Rec* RecAt(uint32_t id) const;
   // The owner words of record `r`: sets *count and returns a pointer to
-  // 3*count words, or nullptr if the handle is out of bounds (stale read).
+  // kOwnerWords*count words (sorted by word 0), or nullptr if the handle is out of bounds (stale read).
   AWord* Owners(Rec* r, uint32_t* count) const;
   bool KeyEquals(uint32_t id, const ProbeKey& k) const;
   BlockKey KeyOf(uint32_t id) const;
@@ -213,26 +241,47 @@ class Shard {
   std::mutex mu;
   void BeginWrite();
   void EndWrite();
-  // Owner words (3) of `okey` in record `id`, or nullptr.
+  // The owner (kOwnerWords words) with identity `okey` in record `id`, or
+  // nullptr.
   AWord* FindOwner(uint32_t id, uint32_t okey) const;
+  // Exact counts of owner `o` of record `id` (reads the spill map when the
+  // inline fields overflowed).
+  OwnerCounts CountsOf(uint32_t id, const AWord* o) const;
   // Creates a record for `k` with one owner; returns its id. Grows the table
   // first if needed (publishing it with its own short write section) -- so
   // call it *outside* a BeginWrite/EndWrite pair.
-  uint32_t InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, uint32_t ref_hits,
+  uint32_t InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, OwnerCounts counts,
                         EpochDomain* epoch);
   // The following must run inside BeginWrite/EndWrite.
-  void AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, uint32_t ref_hits);
+  void AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts);
+  // Rewrites owner `o` of record `id` (stamp and counts; identity kept).
+  void SetOwner(uint32_t id, AWord* o, uint32_t stamp, OwnerCounts counts);
   // Removes owner `okey`; frees the record (and its table slot) when it was
   // the last. Returns true if the record is gone.
   bool RemoveOwner(uint32_t id, uint32_t okey);
   bool IsLive(uint32_t id) const;
   uint32_t records_allocated() const { return rec_top_.load(std::memory_order_acquire); }
+  // Overflowed owner counters held in the spill map (for tests and stats).
+  size_t spilled_owners() const { return spill_.size(); }
 
  private:
   uint32_t AllocRec();
   void FreeRec(uint32_t id);
+  // Owner words for `okey` with `stamp` and `counts`; spills the counts of
+  // record `id` when they do not fit inline (and drops a spill entry that
+  // is no longer needed when `was_spilled`).
+  void EncodeOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts, bool was_spilled,
+                   uint32_t out[2]);
+  // Buddy pool: blocks of 2^cls owners at offsets aligned to their size.
   uint32_t PoolAlloc(uint32_t cls);
   void PoolFree(uint32_t off, uint32_t cls);
+  void PoolPush(uint32_t off, uint32_t cls);
+  void PoolUnlink(uint32_t off, uint32_t cls);
+  bool PoolIsFree(uint32_t off, uint32_t cls) const;
+  // Moves record `id`'s owner array (count `n`, at `off`) to a new block of
+  // class `cls`, inserting `add` at position `pos` (when add != nullptr) or
+  // dropping position `pos` (add == nullptr).
+  void MoveOwners(uint32_t id, uint32_t off, uint32_t n, uint32_t cls, uint32_t pos, const uint32_t* add);
   AWord* PoolAt(uint32_t off) const;
   void WriteSideKey(uint32_t id, const ProbeKey& k);
   void EraseSlotOf(uint32_t id);
@@ -252,15 +301,21 @@ class Shard {
   // Writer-only state.
   uint32_t growth_left_ = 0;
   uint32_t free_rec_ = kNoId;
-  uint32_t pool_top_ = 0;
-  uint32_t pool_free_[kMaxOwnerClass + 1];
+  uint32_t pool_chunks_ = 0;
+  uint32_t pool_free_[kTopPoolClass + 1];   // free-list heads per class
+  // Bit per 4 pool words: a free block starts there (its class is in its
+  // word 2). Lets PoolFree find a free buddy without trusting pool words.
+  std::vector<uint64_t> pool_free_bits_;
+  // Exact counts of owners whose inline fields overflowed, by (record id,
+  // owner key).
+  std::unordered_map<uint64_t, OwnerCounts> spill_;
 };
 
 // ---- Reader fast path, inline (FindPrefix runs it once per query block).
 
 inline constexpr uint64_t kLsbs = 0x0101010101010101ULL;
 inline constexpr uint64_t kMsbs = 0x8080808080808080ULL;
-inline constexpr uint32_t kClassShift = 24;   // overflow handle word 4: count | class << 24
+inline constexpr uint32_t kCountMask = 0xFFFF;   // overflow handle word 2: marker << 16 | count
 
 // Bit 7 of byte i set where ctrl byte i == tag (may report false positives
 // after a true match; callers verify the key).
@@ -316,11 +371,11 @@ inline void Shard::PrefetchOwnersOf(const Rec* r) const {
   if (OwnerSource(Ld(r->w[2])) != kSrcOverflow) return;
   const AWord* p = PoolAt(Ld(r->w[3]));
   if (p == nullptr) return;
-  uint32_t n = Ld(r->w[4]) & ((1u << kClassShift) - 1);
-  // The first few lines (up to ~16 owners); longer arrays are read
+  uint32_t n = Ld(r->w[2]) & kCountMask;
+  // The first few lines (up to 16 owners); longer arrays are read
   // sequentially and the hardware prefetcher follows.
   uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-  uintptr_t end = reinterpret_cast<uintptr_t>(p) + 12 * uintptr_t{n > 16 ? 16 : n};
+  uintptr_t end = reinterpret_cast<uintptr_t>(p) + 4 * kOwnerWords * uintptr_t{n > 16 ? 16 : n};
   for (; a < end; a += 64) __builtin_prefetch(reinterpret_cast<const void*>(a));
 }
 
@@ -342,10 +397,8 @@ inline AWord* Shard::Owners(Rec* r, uint32_t* count) const {
     return &r->w[2];
   }
   uint32_t off = Ld(r->w[3]);
-  uint32_t cc = Ld(r->w[4]);
-  uint32_t n = cc & ((1u << kClassShift) - 1);
-  uint32_t cls = cc >> kClassShift;
-  if (cls > kMaxOwnerClass || n > (1u << cls) || (off & (kPoolChunk - 1)) + 3 * n > kPoolChunk) return nullptr;
+  uint32_t n = a & kCountMask;
+  if (n < 2 || n > (1u << kMaxOwnerClass) || (off & (kPoolChunk - 1)) + kOwnerWords * n > kPoolChunk) return nullptr;
   AWord* p = PoolAt(off);
   if (p == nullptr) return nullptr;
   *count = n;

@@ -41,7 +41,8 @@ struct SourceMatch {
   uint32_t gpu_blocks = 0;
   uint32_t blocks_with_lower_tiers = 0;
   uint32_t hit_blocks = 0;   // blocks of the GPU prefix with >= 1 confirmed hit
-  uint64_t hits = 0;         // sum of confirmed hits over the GPU prefix
+  uint64_t hits = 0;         // sum of confirmed hits over the GPU prefix, each block's
+                             // count saturated at 255 (LookupBlock has exact counts)
   SourceState state = SourceState::kConnecting;
 };
 

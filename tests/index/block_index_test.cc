@@ -584,12 +584,16 @@ TEST_F(BlockIndexTest, LargeRestoreRoundTrip) {
   }
 }
 
+// Stamps are 24-bit: a rebase keeps the order of the newest 2^22 clock
+// ticks and folds older stamps into 0 (the coldest).
 TEST_F(BlockIndexTest, ClockRebaseKeepsRecencyOrder) {
+  const uint64_t limit = uint64_t{1} << 24;
+  index_.TestOnlySetClock(0, limit - (1 << 21));
   Store(0, Keys({1, 2, 3}));
   Store(0, Keys({1}));
   std::vector<BlockKey> before, after;
   ASSERT_TRUE(index_.PeekEvictionOrder(model_, 0, 10, &before).ok());
-  index_.TestOnlySetClock(0, 0xFFFFFF00ULL);
+  index_.TestOnlySetClock(0, limit - 2);   // those stamps are now 2^21 ticks old: inside the kept window
   Store(0, Keys({4, 5}), 1);   // forces a rebase before stamping
   ASSERT_TRUE(index_.PeekEvictionOrder(model_, 0, 10, &after).ok());
   std::vector<BlockKey> want = before;
@@ -598,11 +602,98 @@ TEST_F(BlockIndexTest, ClockRebaseKeepsRecencyOrder) {
   EXPECT_EQ(after, want);
   IndexSnapshot snap;
   index_.Dump(&snap);
-  for (const OwnerRecord& o : snap.owners) EXPECT_LT(o.stamp, 0xF0000000u);
+  for (const OwnerRecord& o : snap.owners) {
+    EXPECT_LT(o.stamp, limit);
+    EXPECT_GT(o.stamp, 0u);
+  }
   Remove(0, Keys({3}));
   EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 0u);
   ASSERT_TRUE(index_.PeekEvictionOrder(model_, 0, 1, &after).ok());
   EXPECT_EQ(after, Keys({2}));
+
+  // Far older than the window: folded into stamp 0, still before anything newer.
+  index_.TestOnlySetClock(0, limit - 2);
+  Store(0, Keys({6}));
+  index_.Dump(&snap);
+  for (const OwnerRecord& o : snap.owners) {
+    if (o.key == K(6)) {
+      EXPECT_GT(o.stamp, 0u);
+    } else {
+      EXPECT_EQ(o.stamp, 0u) << o.key.ToString();
+    }
+  }
+  ASSERT_TRUE(index_.PeekEvictionOrder(model_, 0, 10, &after).ok());
+  ASSERT_EQ(after.size(), 5u);
+  EXPECT_EQ(after.back(), K(6));
+  EXPECT_EQ(index_.GetEvictionRankHistogram().count, 1u);   // the one removal above
+}
+
+// Snapshots written when stamps were 32-bit carry clocks and stamps beyond
+// 24 bits: Restore rebases them like a Store would, keeping the order.
+TEST_F(BlockIndexTest, RestoreRebasesWideStampsOfOlderSnapshots) {
+  IndexSnapshot old;
+  old.models.emplace_back("m", ModelOptions{});
+  const uint32_t clock = 0xE0000000u;
+  old.source_clocks.emplace_back(0, clock);
+  auto owner = [](uint64_t key, uint32_t stamp) {
+    OwnerRecord o;
+    o.key = BlockKey::FromU64(key);
+    o.stamp = stamp;
+    return o;
+  };
+  old.owners = {owner(1, clock - 10), owner(2, clock - 5), owner(3, 5)};
+  BlockIndex index;
+  ASSERT_TRUE(index.Restore(old).ok());
+  IndexSnapshot now;
+  index.Dump(&now);
+  ASSERT_EQ(now.source_clocks.size(), 1u);
+  const uint64_t keep = uint64_t{1} << 22;
+  EXPECT_EQ(now.source_clocks[0].second, keep);
+  ASSERT_EQ(now.owners.size(), 3u);
+  EXPECT_EQ(now.owners[0].stamp, keep - 10);
+  EXPECT_EQ(now.owners[1].stamp, keep - 5);
+  EXPECT_EQ(now.owners[2].stamp, 0u);
+  std::vector<BlockKey> order;
+  ASSERT_TRUE(index.PeekEvictionOrder(0, 0, 3, &order).ok());
+  EXPECT_EQ(order, (std::vector<BlockKey>{BlockKey::FromU64(3), BlockKey::FromU64(1), BlockKey::FromU64(2)}));
+}
+
+// Copy counts and hit counts past the inline fields (14 copies, 254 hits)
+// stay exact: they spill to the shard's side map and come back.
+TEST_F(BlockIndexTest, LargeRefcountsAndHitCountsStayExact) {
+  for (int i = 0; i < 40; ++i) Store(0, Keys({1}), std::nullopt, Tier::kGpu, StoreOrigin::kNew);
+  for (int i = 0; i < 300; ++i) Store(0, Keys({1}), std::nullopt, Tier::kGpu, StoreOrigin::kReused);
+  Store(1, Keys({1}), std::nullopt, Tier::kGpu, StoreOrigin::kNew);
+  std::vector<OwnerRecord> owners;
+  ASSERT_TRUE(index_.LookupBlock(model_, K(1), &owners).ok());
+  ASSERT_EQ(owners.size(), 2u);
+  EXPECT_EQ(owners[0].refcount, 40u);
+  EXPECT_EQ(owners[0].hits, 300u);
+  EXPECT_EQ(owners[1].refcount, 1u);
+  // A query sums hit counts saturated at 255 per block.
+  PrefixMatch m = Find(Keys({1}));
+  ASSERT_EQ(m.sources.size(), 2u);
+  EXPECT_EQ(m.sources[0].hits, 255u);
+  EXPECT_EQ(m.sources[0].hit_blocks, 1u);
+  // The round trip keeps the exact values.
+  IndexSnapshot snap;
+  index_.Dump(&snap);
+  BlockIndex copy;
+  ASSERT_TRUE(copy.Restore(snap).ok());
+  IndexSnapshot again;
+  copy.Dump(&again);
+  EXPECT_TRUE(SameContents(snap, again));
+  // 39 removals leave one copy; the 40th removes the owner.
+  for (int i = 0; i < 39; ++i) Remove(0, Keys({1}));
+  ASSERT_TRUE(index_.LookupBlock(model_, K(1), &owners).ok());
+  ASSERT_EQ(owners.size(), 2u);
+  EXPECT_EQ(owners[0].refcount, 1u);
+  EXPECT_EQ(owners[0].hits, 300u);
+  Remove(0, Keys({1}));
+  ASSERT_TRUE(index_.LookupBlock(model_, K(1), &owners).ok());
+  ASSERT_EQ(owners.size(), 1u);
+  EXPECT_EQ(owners[0].source, 1u);
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 0u);
 }
 
 TEST(RegistryTest, TiersAndSources) {

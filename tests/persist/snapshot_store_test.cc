@@ -165,7 +165,7 @@ TEST(SnapshotStore, RoundTripThroughTheIndexGivesEqualContents) {
   }
   ASSERT_TRUE(index.Store(m2, s2, obj_tier, KvGroup{3, GroupKind::kOther}, bytes_keys, std::nullopt).ok());
   ASSERT_TRUE(index.Store(m2, s0, Tier::kGpu, KvGroup{1, GroupKind::kFullAttention}, bytes_keys, std::nullopt).ok());
-  index.TestOnlySetClock(s1, (uint64_t{1} << 40) + 5);
+  index.TestOnlySetClock(s1, (uint64_t{1} << 24) - 5);   // the largest clocks a 24-bit stamp index holds
   index.SetSourceState(s1, SourceState::kDegraded);
   index.SetSourceState(s0, SourceState::kExact);
 
