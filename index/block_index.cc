@@ -8,6 +8,7 @@
 
 #include "index/block_shard.h"
 #include "index/epoch.h"
+#include "index/record_set.h"
 #include "index/recency.h"
 
 namespace kvidx {
@@ -72,25 +73,21 @@ struct Model {
   }
 };
 
-// Per (source, model, shard): record ids where the source owns (or owned)
-// something. Appended on every new owner; stale and duplicate entries are
-// tolerated and compacted away once they outnumber live owners.
-struct SourceLog {
-  std::vector<uint32_t> ids;
-  uint64_t live = 0;   // owners of this source in this shard
-};
-
 struct SourceData {
   std::mutex mu;                    // serialises this source's writers
   uint64_t clock = 0;               // recency clock; stamps are clock values (< 2^32)
   internal::RecencyHistogram gpu_hist;
-  std::vector<std::unique_ptr<std::array<SourceLog, kShards>>> logs;   // by ModelId
+  // By ModelId, then shard: the records where this source owns something.
+  std::vector<std::unique_ptr<std::array<internal::RecordSet, kShards>>> members;
   internal::SourceCounters counters;
 
-  std::array<SourceLog, kShards>& LogsFor(ModelId m) {
-    if (logs.size() <= m) logs.resize(m + 1);
-    if (!logs[m]) logs[m] = std::make_unique<std::array<SourceLog, kShards>>();
-    return *logs[m];
+  std::array<internal::RecordSet, kShards>* MembersOf(ModelId m) {
+    return m < members.size() ? members[m].get() : nullptr;
+  }
+  internal::RecordSet& Members(ModelId m, uint32_t shard_idx) {
+    if (members.size() <= m) members.resize(m + 1);
+    if (!members[m]) members[m] = std::make_unique<std::array<internal::RecordSet, kShards>>();
+    return (*members[m])[shard_idx];
   }
 };
 
@@ -127,8 +124,6 @@ struct BlockIndex::Impl {
   }
 
   // Writer-side helpers; the caller holds src.mu.
-  void NoteNewOwner(SourceData& src, ModelId m, uint32_t shard_idx, uint32_t id);
-  void CompactLog(SourceData& src, Model& model, uint32_t shard_idx, SourceLog& log, uint32_t source);
   void MaybeRebase(SourceData& src, SourceId source, uint64_t needed);
   void ApplyStore(Model& model, ModelId m, SourceData& src, uint32_t okey, const BlockKey& key,
                   uint32_t stamp, bool hit_candidate, bool reused);
@@ -139,10 +134,10 @@ struct BlockIndex::Impl {
   void AddGpuCopies(SourceData& src, int64_t d) {
     src.counters.gpu_copies.fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
   }
-  // Visits every live record of `src` in `model` (deduplicated log), under
-  // the shard lock in batches. fn(shard, id) runs inside no write section.
+  // Visits every record where `src` owns something in `model`, under the
+  // shard lock in batches. fn(shard, id) runs inside no write section.
   template <typename Fn>
-  void ForEachSourceRecord(SourceData& src, ModelId m, Model& model, uint32_t source, Fn fn);
+  void ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn);
 };
 
 BlockIndex::BlockIndex() : impl_(std::make_unique<Impl>()) {}
@@ -174,15 +169,6 @@ std::optional<ModelId> BlockIndex::FindModel(std::string_view name) const {
 }
 
 // ------------------------------------------------------------------ ingest
-
-void BlockIndex::Impl::NoteNewOwner(SourceData& src, ModelId m, uint32_t shard_idx, uint32_t id) {
-  SourceLog& log = src.LogsFor(m)[shard_idx];
-  // Grow by 1.5x, not 2x: the log is ~4 bytes per owned block, and its
-  // slack counts against the per-block memory budget.
-  if (log.ids.size() == log.ids.capacity()) log.ids.reserve(log.ids.size() + log.ids.size() / 2 + 8);
-  log.ids.push_back(id);
-  ++log.live;
-}
 
 bool BlockIndex::Impl::Holds(Model& model, const BlockKey& key, uint32_t okey) {
   ProbeKey pk(key);
@@ -239,7 +225,7 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
     sh.EndWrite();
   }
   lock.unlock();
-  NoteNewOwner(src, m, shard_idx, id);
+  src.Members(m, shard_idx).Insert(id);   // no-op if the source owns the block in another tier
   AdjustTierCount(src, tier, 1);
   if (reused) {
     c.hits.fetch_add(1, std::memory_order_relaxed);
@@ -249,52 +235,21 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
     AddGpuCopies(src, 1);
     src.gpu_hist.Add(stamp);
   }
-  SourceLog& log = src.LogsFor(m)[shard_idx];
-  if (log.ids.size() > 2 * log.live + 64) CompactLog(src, model, shard_idx, log, OwnerSource(okey));
-}
-
-void BlockIndex::Impl::CompactLog(SourceData& /*src*/, Model& model, uint32_t shard_idx, SourceLog& log,
-                                  uint32_t source) {
-  std::sort(log.ids.begin(), log.ids.end());
-  log.ids.erase(std::unique(log.ids.begin(), log.ids.end()), log.ids.end());
-  Shard& sh = model.shards[shard_idx];
-  size_t keep = 0;
-  uint64_t live = 0;
-  for (size_t i = 0; i < log.ids.size(); i += 4 * kClearBatch) {
-    std::lock_guard<std::mutex> lock(sh.mu);
-    size_t end = std::min(log.ids.size(), i + 4 * kClearBatch);
-    for (size_t j = i; j < end; ++j) {
-      uint32_t id = log.ids[j];
-      if (!sh.IsLive(id)) continue;
-      uint32_t n = 0;
-      AWord* o = sh.Owners(sh.RecAt(id), &n);
-      uint64_t mine = 0;
-      for (uint32_t k = 0; k < n; ++k) mine += OwnerSource(Ld(o[kOwnerWords * k])) == source;
-      if (mine == 0) continue;
-      live += mine;
-      log.ids[keep++] = id;
-    }
-  }
-  log.ids.resize(keep);
-  log.ids.shrink_to_fit();
-  log.live = live;
 }
 
 template <typename Fn>
-void BlockIndex::Impl::ForEachSourceRecord(SourceData& src, ModelId m, Model& model, uint32_t source, Fn fn) {
-  if (src.logs.size() <= m || !src.logs[m]) return;
-  auto& logs = *src.logs[m];
+void BlockIndex::Impl::ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn) {
+  auto* members = src.MembersOf(m);
+  if (members == nullptr) return;
+  std::vector<uint32_t> ids;
   for (uint32_t s = 0; s < kShards; ++s) {
-    SourceLog& log = logs[s];
-    if (log.ids.empty()) continue;
-    CompactLog(src, model, s, log, source);   // dedupe so each record is visited once
+    ids.clear();
+    (*members)[s].AppendTo(&ids);
     Shard& sh = model.shards[s];
-    for (size_t i = 0; i < log.ids.size(); i += kClearBatch) {
+    for (size_t i = 0; i < ids.size(); i += kClearBatch) {
       std::lock_guard<std::mutex> lock(sh.mu);
-      size_t end = std::min(log.ids.size(), i + kClearBatch);
-      for (size_t j = i; j < end; ++j) {
-        if (sh.IsLive(log.ids[j])) fn(sh, log.ids[j]);
-      }
+      size_t end = std::min(ids.size(), i + kClearBatch);
+      for (size_t j = i; j < end; ++j) fn(sh, ids[j]);
     }
   }
 }
@@ -308,7 +263,7 @@ void BlockIndex::Impl::MaybeRebase(SourceData& src, SourceId source, uint64_t ne
   for (ModelId m = 0; m < n_models; ++m) {
     Model* model = GetModel(m);
     if (model == nullptr) continue;
-    ForEachSourceRecord(src, m, *model, source, [&](Shard& sh, uint32_t id) {
+    ForEachSourceRecord(src, m, *model, [&](Shard& sh, uint32_t id) {
       uint32_t n = 0;
       AWord* o = sh.Owners(sh.RecAt(id), &n);
       sh.BeginWrite();
@@ -413,23 +368,23 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
     uint32_t stamp = OwnerStamp(Ld(o[1]));
     OwnerCounts counts = sh.CountsOf(id, o);
     bool last = counts.ref <= 1;
+    bool left_block = false;   // the source no longer owns the block in any tier
     sh.BeginWrite();
     if (last) {
-      sh.RemoveOwner(id, okey);
+      left_block = sh.RemoveOwner(id, okey) || !sh.HasSource(id, source);
     } else {
       --counts.ref;
       sh.SetOwner(id, o, stamp, counts);
     }
     sh.EndWrite();
     slock.unlock();
+    if (left_block) src.Members(model_id, shard_idx).Erase(id);
     if (gpu) {
       impl_->eviction_rank.Add(src.gpu_hist.Rank(stamp));
       impl_->AddGpuCopies(src, -1);
     }
     if (last) {
       impl_->AdjustTierCount(src, static_cast<uint32_t>(tier), -1);
-      SourceLog& log = src.LogsFor(model_id)[shard_idx];
-      if (log.live > 0) --log.live;
       if (gpu) src.gpu_hist.Remove(stamp);
     }
   }
@@ -446,24 +401,25 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
   uint32_t n_models = impl_->model_count.load(std::memory_order_acquire);
   for (ModelId m = 0; m < n_models; ++m) {
     Model* model = impl_->GetModel(m);
-    if (model == nullptr || src.logs.size() <= m || !src.logs[m]) continue;
-    auto& logs = *src.logs[m];
+    auto* members = src.MembersOf(m);
+    if (model == nullptr || members == nullptr) continue;
+    std::vector<uint32_t> ids, left;
     for (uint32_t s = 0; s < kShards; ++s) {
-      SourceLog& log = logs[s];
+      internal::RecordSet& set = (*members)[s];
       Shard& sh = model->shards[s];
-      uint64_t removed = 0;
-      // Duplicate or stale ids are harmless: a second visit finds no owner.
-      for (size_t i = 0; i < log.ids.size(); i += kClearBatch) {
+      ids.clear();
+      left.clear();
+      set.AppendTo(&ids);
+      for (size_t i = 0; i < ids.size(); i += kClearBatch) {
         std::lock_guard<std::mutex> slock(sh.mu);
-        size_t end = std::min(log.ids.size(), i + kClearBatch);
+        size_t end = std::min(ids.size(), i + kClearBatch);
         for (size_t j = i; j < end; ++j) {
-          uint32_t id = log.ids[j];
-          if (!sh.IsLive(id)) continue;
+          const uint32_t id = ids[j];
           // Collect first: removing reshapes the owner array.
           uint32_t victims[8];
           uint32_t nv = 0;
-          bool more = true;
-          while (more && sh.IsLive(id)) {
+          bool gone = false;
+          do {
             nv = 0;
             uint32_t n = 0;
             AWord* o = sh.Owners(sh.RecAt(id), &n);
@@ -471,24 +427,18 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
               uint32_t okey = OwnerIdentity(Ld(o[kOwnerWords * k]));
               if (OwnerSource(okey) == source && (all || OwnerTier(okey) == want_tier)) victims[nv++] = okey;
             }
-            more = nv == 8;
             if (nv == 0) break;
             sh.BeginWrite();
-            for (uint32_t k = 0; k < nv; ++k) {
-              bool gone = sh.RemoveOwner(id, victims[k]);
-              (void)gone;
-            }
+            for (uint32_t k = 0; k < nv; ++k) gone = sh.RemoveOwner(id, victims[k]) || gone;
             sh.EndWrite();
-            removed += nv;
-          }
+          } while (nv == 8 && !gone);
+          if (!all && (gone || !sh.HasSource(id, source))) left.push_back(id);
         }
       }
       if (all) {
-        log.ids.clear();
-        log.ids.shrink_to_fit();
-        log.live = 0;
+        set.Clear();
       } else {
-        log.live = log.live >= removed ? log.live - removed : 0;
+        for (uint32_t id : left) set.Erase(id);
       }
     }
   }
@@ -822,7 +772,7 @@ Status BlockIndex::PeekEvictionOrder(ModelId model_id, SourceId source, size_t n
   if (src == nullptr) return Status::Ok();
   std::lock_guard<std::mutex> lock(src->mu);
   std::vector<std::pair<uint32_t, BlockKey>> all;
-  impl_->ForEachSourceRecord(*src, model_id, *model, source, [&](Shard& sh, uint32_t id) {
+  impl_->ForEachSourceRecord(*src, model_id, *model, [&](Shard& sh, uint32_t id) {
     uint32_t cnt = 0;
     AWord* o = sh.Owners(sh.RecAt(id), &cnt);
     for (uint32_t k = 0; k < cnt; ++k) {
@@ -1052,7 +1002,7 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
     }
     prev = &o;
     prev_id = id;
-    impl_->NoteNewOwner(src, o.model, pk.shard(), id);
+    src.Members(o.model, pk.shard()).Insert(id);
     impl_->AdjustTierCount(src, static_cast<uint32_t>(o.tier), 1);
     if (o.tier == Tier::kGpu) {
       impl_->AddGpuCopies(src, o.refcount);

@@ -135,6 +135,17 @@ bool Shard::IsLive(uint32_t id) const {
   return r != nullptr && OwnerSource(Ld(r->w[2])) != kSrcFree;
 }
 
+bool Shard::HasSource(uint32_t id, uint32_t source) const {
+  if (!IsLive(id)) return false;
+  uint32_t n = 0;
+  const AWord* o = Owners(RecAt(id), &n);
+  for (uint32_t k = 0; o != nullptr && k < n; ++k) {
+    uint32_t s = OwnerSource(Ld(o[kOwnerWords * k]));
+    if (s >= source) return s == source;   // sorted by source
+  }
+  return false;
+}
+
 AWord* Shard::FindOwner(uint32_t id, uint32_t okey) const {
   Rec* r = RecAt(id);
   if (r == nullptr) return nullptr;

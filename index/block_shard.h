@@ -260,6 +260,8 @@ class Shard {
   // the last. Returns true if the record is gone.
   bool RemoveOwner(uint32_t id, uint32_t okey);
   bool IsLive(uint32_t id) const;
+  // Whether live record `id` has an owner of `source` (any tier or group).
+  bool HasSource(uint32_t id, uint32_t source) const;
   uint32_t records_allocated() const { return rec_top_.load(std::memory_order_acquire); }
   // Overflowed owner counters held in the spill map (for tests and stats).
   size_t spilled_owners() const { return spill_.size(); }
