@@ -501,13 +501,18 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
     return tier == kGpu ? 3 | (OwnerHitsView(Ld(o[1])) << 2) : 1;
   };
   // The owners of `k` (count 0 if absent); false on a stale read.
-  auto probe = [](const Shard& sh, const ProbeKey& k, uint32_t hint, const AWord** o, uint32_t* cnt) -> bool {
+  // `hint` is the record PeekRecord found for `k` (id `hint_id`), or null.
+  auto probe = [](const Shard& sh, const ProbeKey& k, const Rec* hint, uint32_t hint_id, const AWord** o,
+                  uint32_t* cnt) -> bool {
     *cnt = 0;
     *o = nullptr;
-    uint32_t id = sh.FindWithHint(k, hint);
-    if (id == kNoId) return true;
-    Rec* r = sh.RecAt(id);
-    if (r == nullptr) return false;
+    const Rec* r = hint;
+    if (r == nullptr || !sh.RecHolds(r, hint_id, k)) {
+      uint32_t id = sh.Find(k);
+      if (id == kNoId) return true;
+      r = sh.RecAt(id);
+      if (r == nullptr) return false;
+    }
     *o = sh.Owners(r, cnt);
     return *o != nullptr;
   };
@@ -573,7 +578,7 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
       uint64_t s = sh.ReadBegin();
       const AWord* o = nullptr;
       uint32_t cnt = 0;
-      bool ok = probe(sh, pk[0], peek_id[0], &o, &cnt);
+      bool ok = probe(sh, pk[0], peek[0], peek_id[0], &o, &cnt);
       for (uint32_t k = 0; k < cnt; ++k) {
         uint32_t okey = Ld(o[kOwnerWords * k]);
         uint32_t v = verdict(okey, &o[kOwnerWords * k]);
@@ -630,7 +635,7 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
         uint64_t s = sh.ReadBegin();
         const AWord* o = nullptr;
         uint32_t cnt = 0;
-        bool ok = probe(sh, pk[i % kRing], peek_id[i % kRing], &o, &cnt);
+        bool ok = probe(sh, pk[i % kRing], peek[i % kRing], peek_id[i % kRing], &o, &cnt);
         auto mark = [&](uint32_t q, uint32_t v) {
           const uint64_t bit = uint64_t{1} << q;
           if (v & 1) any_b |= bit;
@@ -716,7 +721,7 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
         uint64_t s = sh.ReadBegin();
         const AWord* o = nullptr;
         uint32_t cnt = 0;
-        bool ok = probe(sh, pk[i % kRing], peek_id[i % kRing], &o, &cnt);
+        bool ok = probe(sh, pk[i % kRing], peek[i % kRing], peek_id[i % kRing], &o, &cnt);
         const bool search = na * 8 < cnt;
         uint32_t p = 0;
         for (uint32_t a = 0; a < na; ++a) {

@@ -213,7 +213,7 @@ class Shard {
   Rec* RecAt(uint32_t id) const;
   // The owner words of record `r`: sets *count and returns a pointer to
   // kOwnerWords*count words (sorted by word 0), or nullptr if the handle is out of bounds (stale read).
-  AWord* Owners(Rec* r, uint32_t* count) const;
+  AWord* Owners(const Rec* r, uint32_t* count) const;
   bool KeyEquals(uint32_t id, const ProbeKey& k) const;
   BlockKey KeyOf(uint32_t id) const;
   // Prefetch helpers for a query pipeline: unvalidated, never fault, never
@@ -225,10 +225,11 @@ class Shard {
   // owner array. Unvalidated like the above: only a hint.
   // `*id` = the record's id (kNoId with nullptr).
   const Rec* PeekRecord(const ProbeKey& k, uint32_t* id) const;
-  // Find(k), trying `hint` (a PeekRecord id, possibly stale) first: a
-  // record that holds k and is not free is k's record (a key has one record
-  // at a time), which saves the table walk when the peek was right.
-  uint32_t FindWithHint(const ProbeKey& k, uint32_t hint) const;
+  // Whether record `r` (id `id`) holds key `k` and is live. A PeekRecord
+  // result checked this way inside a read section is k's record (a key has
+  // one record at a time), which saves the table walk when the peek was
+  // right.
+  bool RecHolds(const Rec* r, uint32_t id, const ProbeKey& k) const;
   void PrefetchOwnersOf(const Rec* r) const;
   const Table* table() const { return table_.load(std::memory_order_acquire); }
   uint32_t size() const { return size_.load(std::memory_order_relaxed); }
@@ -364,11 +365,6 @@ inline const Rec* Shard::PeekRecord(const ProbeKey& k, uint32_t* id) const {
   return r;
 }
 
-inline uint32_t Shard::FindWithHint(const ProbeKey& k, uint32_t hint) const {
-  if (hint != kNoId && KeyEquals(hint, k)) return hint;
-  return Find(k);
-}
-
 inline void Shard::PrefetchOwnersOf(const Rec* r) const {
   if (OwnerSource(Ld(r->w[2])) != kSrcOverflow) return;
   const AWord* p = PoolAt(Ld(r->w[3]));
@@ -392,11 +388,11 @@ inline AWord* Shard::PoolAt(uint32_t off) const {
   return chunk == nullptr ? nullptr : &chunk[off & (kPoolChunk - 1)];
 }
 
-inline AWord* Shard::Owners(Rec* r, uint32_t* count) const {
+inline AWord* Shard::Owners(const Rec* r, uint32_t* count) const {
   uint32_t a = Ld(r->w[2]);
   if (OwnerSource(a) != kSrcOverflow) {
     *count = OwnerSource(a) == kSrcFree ? 0 : 1;
-    return &r->w[2];
+    return const_cast<AWord*>(&r->w[2]);   // the shard's words; writers mutate them under mu
   }
   uint32_t off = Ld(r->w[3]);
   uint32_t n = a & kCountMask;
@@ -408,8 +404,12 @@ inline AWord* Shard::Owners(Rec* r, uint32_t* count) const {
 }
 
 inline bool Shard::KeyEquals(uint32_t id, const ProbeKey& k) const {
-  Rec* r = RecAt(id);
-  if (r == nullptr || KeyWire(r) != k.wire) return false;
+  const Rec* r = RecAt(id);
+  return r != nullptr && RecHolds(r, id, k);
+}
+
+inline bool Shard::RecHolds(const Rec* r, uint32_t id, const ProbeKey& k) const {
+  if (KeyWire(r) != k.wire) return false;
   if (OwnerSource(Ld(r->w[2])) == kSrcFree) return false;
   if (!has_side_.load(std::memory_order_relaxed)) return k.code == 0;
   SideKey* side = side_dir_.Get(id >> kRecChunkBits);
