@@ -47,7 +47,7 @@
 // lock and write no shared memory: they read a block's entry with relaxed
 // atomic loads between two reads of the sequence counter and retry that
 // block if it changed. Long operations (ClearSource of millions of blocks,
-// log compaction) are chunks of short single-block sections, and a table that
+// clock rebases) are chunks of short single-block sections, and a table that
 // must grow is rebuilt on the side and published by one pointer swap, so a
 // reader waits at most for one block's mutation, never for a long writer
 // operation. Replaced tables are freed through an epoch domain once no
@@ -66,8 +66,9 @@
 // arrays of 8-byte owners (power-of-two sizes from a buddy pool that merges
 // freed space back) for blocks held by several sources/tiers; bytes-
 // form digests in a side arena allocated only for chunks that need it; per
-// source a log of record ids (4 bytes per owned block, compacted) that makes
-// ClearSource proportional to the source's blocks, not the index.
+// source an exact set of its records (RecordSet: <= ~2 bytes per owned
+// block, 1 bit when dense) that makes ClearSource proportional to the
+// source's blocks, not the index.
 //
 // Errors: calls return Status for unknown models, out-of-range ids and
 // capacity limits; event inconsistencies are not errors but drift counters.
