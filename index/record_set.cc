@@ -55,7 +55,9 @@ bool RecordSet::Insert(uint32_t id) {
     w |= bit;
   } else {
     uint16_t* a = c->array();
-    uint16_t* pos = std::lower_bound(a, a + c->n, off);
+    // Records are allocated in ascending id order, so a new member is
+    // usually the largest: skip the search then.
+    uint16_t* pos = c->n == 0 || a[c->n - 1] < off ? a + c->n : std::lower_bound(a, a + c->n, off);
     if (pos != a + c->n && *pos == off) return false;
     if (c->n == c->cap) {
       // Grow by ~1/4 (the slack is per-member memory), or become a bitmap
