@@ -529,12 +529,13 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
   internal::EpochDomain::ReadGuard guard(impl_->epoch);
   // The keys are known upfront, so the lookup of block i (a chain of
   // dependent cache misses: table group -> record -> owner array) is
-  // started ahead: block i+4's group is prefetched, block i+2's record and
-  // block i+1's owner array, while block i is processed. An early exit
-  // wastes at most four blocks' prefetches. (Measured on W1: distances
-  // 8/4/2 and 12/6/3 were no faster -- W1 queries stop after ~16 blocks,
-  // so deeper prefetching mostly fetches what is never read.)
-  constexpr size_t kGroupAhead = 4, kRecAhead = 2, kOwnersAhead = 1;
+  // started ahead: block i+6's group is prefetched, block i+4's record and
+  // block i+2's owner array, while block i is processed. An early exit
+  // wastes at most six blocks' prefetches. (Measured on W1, same-session
+  // A/B: 6/4/2 beat 4/2/1 by ~6% (and 3% at 100k prompts) once records
+  // were 16 bytes; 7/5/3, 6/4/3, 6/3/2 and 5/3/2 were no better; with the
+  // earlier 20-byte records 8/4/2 and 12/6/3 had not helped.)
+  constexpr size_t kGroupAhead = 6, kRecAhead = 4, kOwnersAhead = 2;
   constexpr size_t kRing = 8;   // > kGroupAhead
   static_assert(kGroupAhead < kRing && kRecAhead < kGroupAhead && kOwnersAhead < kRecAhead && kOwnersAhead >= 1);
   ProbeKey pk[kRing];
