@@ -89,6 +89,15 @@ struct SourceData {
     if (!members[m]) members[m] = std::make_unique<std::array<internal::RecordSet, kShards>>();
     return (*members[m])[shard_idx];
   }
+  // Restore's bulk-load buffer (by ModelId, then shard): record ids
+  // collected per owner and turned into `members` at the end. Empty
+  // otherwise.
+  std::vector<std::unique_ptr<std::array<std::vector<uint32_t>, kShards>>> restoring;
+  std::vector<uint32_t>& Restoring(ModelId m, uint32_t shard_idx) {
+    if (restoring.size() <= m) restoring.resize(m + 1);
+    if (!restoring[m]) restoring[m] = std::make_unique<std::array<std::vector<uint32_t>, kShards>>();
+    return (*restoring[m])[shard_idx];
+  }
 };
 
 struct BlockIndex::Impl {
@@ -1008,12 +1017,33 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
     }
     prev = &o;
     prev_id = id;
-    src.Members(o.model, pk.shard()).Insert(id);
+    // Membership is built in bulk at the end: one append per owner instead
+    // of a set insert that touches several cold lines.
+    src.Restoring(o.model, pk.shard()).push_back(id);
     impl_->AdjustTierCount(src, static_cast<uint32_t>(o.tier), 1);
     if (o.tier == Tier::kGpu) {
       impl_->AddGpuCopies(src, o.refcount);
       src.gpu_hist.Add(stamp);
     }
+  }
+  for (SourceId s = 0; s < kMaxSources; ++s) {
+    SourceData* src = impl_->GetSource(s);
+    if (src == nullptr || src->restoring.empty()) continue;
+    std::lock_guard<std::mutex> lock(src->mu);
+    for (ModelId m = 0; m < src->restoring.size(); ++m) {
+      if (!src->restoring[m]) continue;
+      for (uint32_t shard = 0; shard < kShards; ++shard) {
+        std::vector<uint32_t>& ids = (*src->restoring[m])[shard];
+        // Ascending already for Dump()-ordered input (fresh record ids are
+        // handed out in order); other orders, and a source owning a block
+        // in several tiers, need the sort and dedupe.
+        if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+        src->Members(m, shard).InsertSorted(ids);
+      }
+    }
+    src->restoring.clear();
+    src->restoring.shrink_to_fit();
   }
   for (const auto& [s, clock] : snap.source_clocks) {
     SourceData& src = *impl_->GetOrCreateSource(s);

@@ -89,6 +89,33 @@ bool RecordSet::Insert(uint32_t id) {
   return true;
 }
 
+void RecordSet::InsertSorted(const std::vector<uint32_t>& ids) {
+  if (size_ != 0) {
+    for (uint32_t id : ids) Insert(id);
+    return;
+  }
+  for (size_t i = 0; i < ids.size();) {
+    const uint32_t ci = ids[i] >> kChunkBits;
+    size_t j = i;
+    while (j < ids.size() && (ids[j] >> kChunkBits) == ci) ++j;
+    const uint32_t n = static_cast<uint32_t>(j - i);
+    Chunk* c = NewChunk(n > kArrayMax ? 0 : n);
+    for (size_t k = i; k < j; ++k) {
+      const uint16_t off = static_cast<uint16_t>(ids[k] & ((1u << kChunkBits) - 1));
+      if (c->cap == 0) {
+        c->bits()[off >> 6] |= uint64_t{1} << (off & 63);
+      } else {
+        c->array()[k - i] = off;
+      }
+    }
+    c->n = static_cast<uint16_t>(n);
+    if (ci >= chunks_.size()) chunks_.resize(ci + 1, nullptr);
+    chunks_[ci] = c;
+    size_ += n;
+    i = j;
+  }
+}
+
 bool RecordSet::Erase(uint32_t id) {
   const uint32_t ci = id >> kChunkBits;
   const uint16_t off = static_cast<uint16_t>(id & ((1u << kChunkBits) - 1));

@@ -33,6 +33,9 @@ class RecordSet {
   bool Contains(uint32_t id) const;
   uint64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  // Inserts ascending, distinct `ids`; into an empty set it builds every
+  // chunk at its final size in one pass (bulk loads: Restore).
+  void InsertSorted(const std::vector<uint32_t>& ids);
   // Members in ascending order, appended to *out.
   void AppendTo(std::vector<uint32_t>* out) const;
   void Clear();
