@@ -62,6 +62,27 @@ TEST(RecordSetTest, SparseMembersAreSmall) {
   EXPECT_LT(static_cast<double>(s.MemoryBytes()) / 20000.0, 3.0);
 }
 
+// A bulk load builds the same set as one insert at a time, in both chunk
+// forms, and into a set that already has members.
+TEST(RecordSetTest, InsertSortedMatchesInserts) {
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < 3000; ++i) ids.push_back(i);            // chunk 0: bitmap
+  for (uint32_t i = 0; i < 100; ++i) ids.push_back(4096 + 7 * i);   // chunk 1: array
+  ids.push_back(4096 * 9 + 1);                                       // a lone far member
+  RecordSet bulk, one;
+  bulk.InsertSorted(ids);
+  for (uint32_t id : ids) one.Insert(id);
+  EXPECT_EQ(bulk.size(), ids.size());
+  EXPECT_EQ(Members(bulk), ids);
+  EXPECT_EQ(Members(bulk), Members(one));
+  EXPECT_TRUE(bulk.Erase(4096 + 7));
+  EXPECT_TRUE(bulk.Insert(4096 + 8));   // an exactly sized array still grows
+  EXPECT_TRUE(bulk.Contains(4096 + 8));
+  bulk.InsertSorted({1, 5, 4096 * 20});   // non-empty: falls back to inserts
+  EXPECT_TRUE(bulk.Contains(4096 * 20));
+  EXPECT_EQ(bulk.size(), ids.size() + 1);
+}
+
 TEST(RecordSetTest, RandomizedAgainstStdSet) {
   std::mt19937 rng(7);
   RecordSet s;
