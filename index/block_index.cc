@@ -147,6 +147,8 @@ struct BlockIndex::Impl {
   // shard lock in batches. fn(shard, id) runs inside no write section.
   template <typename Fn>
   void ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn);
+  // Turns every source's Restore buffer into its membership sets.
+  void BuildRestoredMembership();
 };
 
 BlockIndex::BlockIndex() : impl_(std::make_unique<Impl>()) {}
@@ -947,6 +949,28 @@ void BlockIndex::DumpUnsorted(IndexSnapshot* out) const {
   }
 }
 
+void BlockIndex::Impl::BuildRestoredMembership() {
+  for (SourceId s = 0; s < kMaxSources; ++s) {
+    SourceData* src = GetSource(s);
+    if (src == nullptr || src->restoring.empty()) continue;
+    std::lock_guard<std::mutex> lock(src->mu);
+    for (ModelId m = 0; m < src->restoring.size(); ++m) {
+      if (!src->restoring[m]) continue;
+      for (uint32_t shard = 0; shard < kShards; ++shard) {
+        std::vector<uint32_t>& ids = (*src->restoring[m])[shard];
+        // Ascending already for Dump()-ordered input (fresh record ids are
+        // handed out in order); other orders, and a source owning a block
+        // in several tiers, need the sort and dedupe.
+        if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+        src->Members(m, shard).InsertSorted(ids);
+      }
+    }
+    src->restoring.clear();
+    src->restoring.shrink_to_fit();
+  }
+}
+
 Status BlockIndex::Restore(const IndexSnapshot& snap) {
   if (impl_->model_count.load(std::memory_order_acquire) != 0) {
     return Status::FailedPrecondition("Restore needs an empty index");
@@ -975,76 +999,63 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
   const OwnerRecord* prev = nullptr;
   uint32_t prev_id = kNoId;
   bool sorted_so_far = true;
-  for (const OwnerRecord& o : snap.owners) {
-    if (prev != nullptr && !OwnerLess(*prev, o)) sorted_so_far = false;
-    const bool same_block = sorted_so_far && prev != nullptr && prev->model == o.model && prev->key == o.key;
-    Model* model = impl_->GetModel(o.model);
-    if (model == nullptr) return Status::Corruption("owner of unknown model " + std::to_string(o.model));
-    if (o.source >= kMaxSources || static_cast<size_t>(o.tier) >= kMaxTiers || o.refcount == 0) {
-      return Status::Corruption("bad owner record for " + o.key.ToString());
-    }
-    if (o.group >= kUnindexedGroup) {
-      return Status::Corruption("owner record of group " + std::to_string(o.group) + " (groups >= " +
-                                std::to_string(kUnindexedGroup) + " are not indexed) for " + o.key.ToString());
-    }
-    const uint32_t stamp = restored_stamp(o.source, o.stamp);
-    SourceData& src = *impl_->GetOrCreateSource(o.source);
-    std::lock_guard<std::mutex> lock(src.mu);
-    uint32_t okey = OwnerKey(o.source, static_cast<uint32_t>(o.tier), o.group);
-    ProbeKey pk(o.key);
-    Shard& sh = model->shards[pk.shard()];
-    uint32_t id;
-    {
-      std::lock_guard<std::mutex> slock(sh.mu);
-      if (same_block) {
-        id = prev_id;            // strictly greater owner of the same block: not a duplicate
-      } else if (sorted_so_far) {
-        id = kNoId;              // keys only grow: this one cannot exist yet
-      } else {
-        id = sh.Find(pk);
-        if (id != kNoId && sh.FindOwner(id, okey) != nullptr) {
-          return Status::Corruption("duplicate owner record for " + o.key.ToString());
+  // Every owner applied before an error still gets its membership.
+  Status applied = [&]() -> Status {
+    for (const OwnerRecord& o : snap.owners) {
+      if (prev != nullptr && !OwnerLess(*prev, o)) sorted_so_far = false;
+      const bool same_block = sorted_so_far && prev != nullptr && prev->model == o.model && prev->key == o.key;
+      Model* model = impl_->GetModel(o.model);
+      if (model == nullptr) return Status::Corruption("owner of unknown model " + std::to_string(o.model));
+      if (o.source >= kMaxSources || static_cast<size_t>(o.tier) >= kMaxTiers || o.refcount == 0) {
+        return Status::Corruption("bad owner record for " + o.key.ToString());
+      }
+      if (o.group >= kUnindexedGroup) {
+        return Status::Corruption("owner record of group " + std::to_string(o.group) + " (groups >= " +
+                                  std::to_string(kUnindexedGroup) + " are not indexed) for " + o.key.ToString());
+      }
+      const uint32_t stamp = restored_stamp(o.source, o.stamp);
+      SourceData& src = *impl_->GetOrCreateSource(o.source);
+      std::lock_guard<std::mutex> lock(src.mu);
+      uint32_t okey = OwnerKey(o.source, static_cast<uint32_t>(o.tier), o.group);
+      ProbeKey pk(o.key);
+      Shard& sh = model->shards[pk.shard()];
+      uint32_t id;
+      {
+        std::lock_guard<std::mutex> slock(sh.mu);
+        if (same_block) {
+          id = prev_id;            // strictly greater owner of the same block: not a duplicate
+        } else if (sorted_so_far) {
+          id = kNoId;              // keys only grow: this one cannot exist yet
+        } else {
+          id = sh.Find(pk);
+          if (id != kNoId && sh.FindOwner(id, okey) != nullptr) {
+            return Status::Corruption("duplicate owner record for " + o.key.ToString());
+          }
+        }
+        const OwnerCounts counts{o.refcount, o.hits};
+        if (id == kNoId) {
+          id = sh.InsertRecord(pk, okey, stamp, counts, &impl_->epoch);
+        } else {
+          sh.BeginWrite();
+          sh.AddOwner(id, okey, stamp, counts);
+          sh.EndWrite();
         }
       }
-      const OwnerCounts counts{o.refcount, o.hits};
-      if (id == kNoId) {
-        id = sh.InsertRecord(pk, okey, stamp, counts, &impl_->epoch);
-      } else {
-        sh.BeginWrite();
-        sh.AddOwner(id, okey, stamp, counts);
-        sh.EndWrite();
+      prev = &o;
+      prev_id = id;
+      // Membership is built in bulk at the end: one append per owner instead
+      // of a set insert that touches several cold lines.
+      src.Restoring(o.model, pk.shard()).push_back(id);
+      impl_->AdjustTierCount(src, static_cast<uint32_t>(o.tier), 1);
+      if (o.tier == Tier::kGpu) {
+        impl_->AddGpuCopies(src, o.refcount);
+        src.gpu_hist.Add(stamp);
       }
     }
-    prev = &o;
-    prev_id = id;
-    // Membership is built in bulk at the end: one append per owner instead
-    // of a set insert that touches several cold lines.
-    src.Restoring(o.model, pk.shard()).push_back(id);
-    impl_->AdjustTierCount(src, static_cast<uint32_t>(o.tier), 1);
-    if (o.tier == Tier::kGpu) {
-      impl_->AddGpuCopies(src, o.refcount);
-      src.gpu_hist.Add(stamp);
-    }
-  }
-  for (SourceId s = 0; s < kMaxSources; ++s) {
-    SourceData* src = impl_->GetSource(s);
-    if (src == nullptr || src->restoring.empty()) continue;
-    std::lock_guard<std::mutex> lock(src->mu);
-    for (ModelId m = 0; m < src->restoring.size(); ++m) {
-      if (!src->restoring[m]) continue;
-      for (uint32_t shard = 0; shard < kShards; ++shard) {
-        std::vector<uint32_t>& ids = (*src->restoring[m])[shard];
-        // Ascending already for Dump()-ordered input (fresh record ids are
-        // handed out in order); other orders, and a source owning a block
-        // in several tiers, need the sort and dedupe.
-        if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
-        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-        src->Members(m, shard).InsertSorted(ids);
-      }
-    }
-    src->restoring.clear();
-    src->restoring.shrink_to_fit();
-  }
+    return Status::Ok();
+  }();
+  impl_->BuildRestoredMembership();
+  if (!applied.ok()) return applied;
   for (const auto& [s, clock] : snap.source_clocks) {
     SourceData& src = *impl_->GetOrCreateSource(s);
     std::lock_guard<std::mutex> lock(src.mu);

@@ -658,6 +658,26 @@ TEST_F(BlockIndexTest, RestoreRebasesWideStampsOfOlderSnapshots) {
   EXPECT_EQ(order, (std::vector<BlockKey>{BlockKey::FromU64(3), BlockKey::FromU64(1), BlockKey::FromU64(2)}));
 }
 
+// A snapshot that turns out corrupt half-way still leaves the owners
+// applied before the error fully indexed, membership included: clearing
+// their source removes them.
+TEST_F(BlockIndexTest, FailedRestoreKeepsAppliedOwnersClearable) {
+  IndexSnapshot snap;
+  snap.models.emplace_back("m", ModelOptions{});
+  for (uint64_t k = 1; k <= 100; ++k) {
+    OwnerRecord o;
+    o.key = BlockKey::FromU64(k);
+    o.source = 3;
+    snap.owners.push_back(o);
+  }
+  snap.owners.push_back(snap.owners.back());   // a duplicate: Corruption
+  BlockIndex index;
+  EXPECT_EQ(index.Restore(snap).code(), StatusCode::kCorruption);
+  EXPECT_EQ(index.BlockCount(0), 100u);
+  ASSERT_TRUE(index.ClearSource(3, std::nullopt).ok());
+  EXPECT_EQ(index.BlockCount(0), 0u);
+}
+
 // Copy counts and hit counts past the inline fields (14 copies, 254 hits)
 // stay exact: they spill to the shard's side map and come back.
 TEST_F(BlockIndexTest, LargeRefcountsAndHitCountsStayExact) {
