@@ -212,7 +212,8 @@ class Shard {
   // Record words, or nullptr if `id` is out of bounds (stale read).
   Rec* RecAt(uint32_t id) const;
   // The owner words of record `r`: sets *count and returns a pointer to
-  // kOwnerWords*count words (sorted by word 0), or nullptr if the handle is out of bounds (stale read).
+  // kOwnerWords * count words (sorted by word 0), or nullptr if the handle
+  // is out of bounds (stale read).
   AWord* Owners(const Rec* r, uint32_t* count) const;
   bool KeyEquals(uint32_t id, const ProbeKey& k) const;
   BlockKey KeyOf(uint32_t id) const;
@@ -264,8 +265,6 @@ class Shard {
   // Whether live record `id` has an owner of `source` (any tier or group).
   bool HasSource(uint32_t id, uint32_t source) const;
   uint32_t records_allocated() const { return rec_top_.load(std::memory_order_acquire); }
-  // Overflowed owner counters held in the spill map (for tests and stats).
-  size_t spilled_owners() const { return spill_.size(); }
 
  private:
   uint32_t AllocRec();

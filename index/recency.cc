@@ -101,13 +101,4 @@ void RecencyHistogram::Clear() {
   size_ = 0;
 }
 
-void RecencyHistogram::ShiftDown(uint32_t delta) {
-  if (size_ == 0) return;
-  uint64_t d = delta;
-  // Keep base aligned: shift by a multiple of the bucket width, rounding the
-  // base itself; bucket contents stay where they are.
-  base_ = base_ >= d ? base_ - d : 0;
-  base_ = (base_ >> shift_) << shift_;
-}
-
 }  // namespace kvidx::internal

@@ -31,8 +31,6 @@ class RecencyHistogram {
   double Rank(uint32_t stamp) const;
   uint64_t size() const { return size_; }
   void Clear();
-  // Every live stamp was lowered by `delta` (clock rebase).
-  void ShiftDown(uint32_t delta);
   // Start of the oldest non-empty bucket (0 when empty).
   uint32_t OldestStamp() const;
 
