@@ -678,6 +678,32 @@ TEST_F(BlockIndexTest, FailedRestoreKeepsAppliedOwnersClearable) {
   EXPECT_EQ(index.BlockCount(0), 0u);
 }
 
+// The owner word has 6 bits for the group: groups 0..62 are indexed, 63
+// and above only counted (never an error, never a wrong owner); a snapshot
+// claiming such a group is Corruption.
+TEST_F(BlockIndexTest, GroupsBeyondTheOwnerFieldAreCountedNotIndexed) {
+  ASSERT_TRUE(index_.Store(model_, 0, Tier::kGpu, KvGroup{62, GroupKind::kFullAttention}, Keys({1}), std::nullopt).ok());
+  ASSERT_TRUE(index_.Store(model_, 0, Tier::kGpu, KvGroup{63, GroupKind::kFullAttention}, Keys({2}), std::nullopt).ok());
+  ASSERT_TRUE(index_.Store(model_, 0, Tier::kGpu, KvGroup{200, GroupKind::kFullAttention}, Keys({3}), std::nullopt).ok());
+  EXPECT_EQ(index_.BlockCount(model_), 1u);
+  EXPECT_EQ(index_.GetSourceStats(0).unindexed_blocks, 2u);
+  std::vector<OwnerRecord> owners;
+  ASSERT_TRUE(index_.LookupBlock(model_, K(1), &owners).ok());
+  ASSERT_EQ(owners.size(), 1u);
+  EXPECT_EQ(owners[0].group, 62u);
+  PrefixFilter f;
+  f.group = 63;
+  EXPECT_TRUE(Find(Keys({2}), f).sources.empty());
+
+  IndexSnapshot snap;
+  index_.Dump(&snap);
+  snap.owners[0].group = 63;
+  BlockIndex other;
+  Status st = other.Restore(snap);
+  EXPECT_EQ(st.code(), StatusCode::kCorruption);
+  EXPECT_NE(st.ToString().find("group 63"), std::string::npos) << st.ToString();
+}
+
 // Copy counts and hit counts past the inline fields (14 copies, 254 hits)
 // stay exact: they spill to the shard's side map and come back.
 TEST_F(BlockIndexTest, LargeRefcountsAndHitCountsStayExact) {
