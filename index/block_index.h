@@ -204,7 +204,10 @@ class BlockIndex {
   void DumpUnsorted(IndexSnapshot* out) const;
   // Rebuilds from a snapshot into an empty index (models by name, in order).
   // Owners in Dump() order take a fast path (no lookup per owner); any other
-  // order is accepted too, just slower. Duplicate owners are Corruption.
+  // order is accepted too, just slower. Duplicate owners, and owners of a
+  // group >= 63, are Corruption; owners applied before the error stay fully
+  // indexed. Clocks and stamps wider than 24 bits (snapshots of builds
+  // with 32-bit stamps) are rebased as a Store would rebase them.
   Status Restore(const IndexSnapshot& snapshot);
 
   // Test hook: sets a source's logical clock (exercises stamp rebasing).
