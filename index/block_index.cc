@@ -144,7 +144,9 @@ struct BlockIndex::Impl {
     src.counters.gpu_copies.fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
   }
   // Visits every record where `src` owns something in `model`, under the
-  // shard lock in batches. fn(shard, id) runs inside no write section.
+  // shard lock in batches. fn(shard, id) runs inside no write section and
+  // returns true when the source no longer owns anything in the record,
+  // which drops the record from the source's membership.
   template <typename Fn>
   void ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn);
   // Turns every source's Restore buffer into its membership sets.
@@ -254,13 +256,16 @@ void BlockIndex::Impl::ForEachSourceRecord(SourceData& src, ModelId m, Model& mo
   if (members == nullptr) return;
   std::vector<uint32_t> ids;
   for (uint32_t s = 0; s < kShards; ++s) {
+    internal::RecordSet& set = (*members)[s];
     ids.clear();
-    (*members)[s].AppendTo(&ids);
+    set.AppendTo(&ids);   // a copy: fn may shrink the set
     Shard& sh = model.shards[s];
     for (size_t i = 0; i < ids.size(); i += kClearBatch) {
       std::lock_guard<std::mutex> lock(sh.mu);
       size_t end = std::min(ids.size(), i + kClearBatch);
-      for (size_t j = i; j < end; ++j) fn(sh, ids[j]);
+      for (size_t j = i; j < end; ++j) {
+        if (fn(sh, ids[j])) set.Erase(ids[j]);
+      }
     }
   }
 }
@@ -287,6 +292,7 @@ void BlockIndex::Impl::MaybeRebase(SourceData& src, SourceId source, uint64_t ne
         if (OwnerTier(okey) == static_cast<uint32_t>(Tier::kGpu)) src.gpu_hist.Add(ns);
       }
       sh.EndWrite();
+      return false;
     });
   }
   src.clock -= base;
@@ -412,46 +418,27 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
   uint32_t n_models = impl_->model_count.load(std::memory_order_acquire);
   for (ModelId m = 0; m < n_models; ++m) {
     Model* model = impl_->GetModel(m);
-    auto* members = src.MembersOf(m);
-    if (model == nullptr || members == nullptr) continue;
-    std::vector<uint32_t> ids, left;
-    for (uint32_t s = 0; s < kShards; ++s) {
-      internal::RecordSet& set = (*members)[s];
-      Shard& sh = model->shards[s];
-      ids.clear();
-      left.clear();
-      set.AppendTo(&ids);
-      for (size_t i = 0; i < ids.size(); i += kClearBatch) {
-        std::lock_guard<std::mutex> slock(sh.mu);
-        size_t end = std::min(ids.size(), i + kClearBatch);
-        for (size_t j = i; j < end; ++j) {
-          const uint32_t id = ids[j];
-          // Collect first: removing reshapes the owner array.
-          uint32_t victims[8];
-          uint32_t nv = 0;
-          bool gone = false;
-          do {
-            nv = 0;
-            uint32_t n = 0;
-            AWord* o = sh.Owners(sh.RecAt(id), &n);
-            for (uint32_t k = 0; k < n && nv < 8; ++k) {
-              uint32_t okey = OwnerIdentity(Ld(o[kOwnerWords * k]));
-              if (OwnerSource(okey) == source && (all || OwnerTier(okey) == want_tier)) victims[nv++] = okey;
-            }
-            if (nv == 0) break;
-            sh.BeginWrite();
-            for (uint32_t k = 0; k < nv; ++k) gone = sh.RemoveOwner(id, victims[k]) || gone;
-            sh.EndWrite();
-          } while (nv == 8 && !gone);
-          if (!all && (gone || !sh.HasSource(id, source))) left.push_back(id);
+    if (model == nullptr) continue;
+    impl_->ForEachSourceRecord(src, m, *model, [&](Shard& sh, uint32_t id) {
+      // Collect first: removing reshapes the owner array.
+      uint32_t victims[8];
+      uint32_t nv = 0;
+      bool gone = false;
+      do {
+        nv = 0;
+        uint32_t n = 0;
+        AWord* o = sh.Owners(sh.RecAt(id), &n);
+        for (uint32_t k = 0; k < n && nv < 8; ++k) {
+          uint32_t okey = OwnerIdentity(Ld(o[kOwnerWords * k]));
+          if (OwnerSource(okey) == source && (all || OwnerTier(okey) == want_tier)) victims[nv++] = okey;
         }
-      }
-      if (all) {
-        set.Clear();
-      } else {
-        for (uint32_t id : left) set.Erase(id);
-      }
-    }
+        if (nv == 0) break;
+        sh.BeginWrite();
+        for (uint32_t k = 0; k < nv; ++k) gone = sh.RemoveOwner(id, victims[k]) || gone;
+        sh.EndWrite();
+      } while (nv == 8 && !gone);
+      return gone || !sh.HasSource(id, source);
+    });
   }
   internal::SourceCounters& c = src.counters;
   for (size_t t = 0; t < kMaxTiers; ++t) {
@@ -798,6 +785,7 @@ Status BlockIndex::PeekEvictionOrder(ModelId model_id, SourceId source, size_t n
         all.emplace_back(OwnerStamp(Ld(o[kOwnerWords * k + 1])), sh.KeyOf(id));
       }
     }
+    return false;
   });
   auto less = [](const auto& a, const auto& b) {
     if (a.first != b.first) return a.first < b.first;
