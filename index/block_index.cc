@@ -73,31 +73,33 @@ struct Model {
   }
 };
 
+// Per model, per shard, created on first use.
+template <typename T>
+using PerModelShard = std::vector<std::unique_ptr<std::array<T, kShards>>>;
+template <typename T>
+T& AtModelShard(PerModelShard<T>& v, ModelId m, uint32_t shard_idx) {
+  if (v.size() <= m) v.resize(m + 1);
+  if (!v[m]) v[m] = std::make_unique<std::array<T, kShards>>();
+  return (*v[m])[shard_idx];
+}
+
 struct SourceData {
   std::mutex mu;                    // serialises this source's writers
   uint64_t clock = 0;               // recency clock; stamps are clock values (< 2^32)
   internal::RecencyHistogram gpu_hist;
   // By ModelId, then shard: the records where this source owns something.
-  std::vector<std::unique_ptr<std::array<internal::RecordSet, kShards>>> members;
+  PerModelShard<internal::RecordSet> members;
   internal::SourceCounters counters;
 
   std::array<internal::RecordSet, kShards>* MembersOf(ModelId m) {
     return m < members.size() ? members[m].get() : nullptr;
   }
-  internal::RecordSet& Members(ModelId m, uint32_t shard_idx) {
-    if (members.size() <= m) members.resize(m + 1);
-    if (!members[m]) members[m] = std::make_unique<std::array<internal::RecordSet, kShards>>();
-    return (*members[m])[shard_idx];
-  }
+  internal::RecordSet& Members(ModelId m, uint32_t shard_idx) { return AtModelShard(members, m, shard_idx); }
   // Restore's bulk-load buffer (by ModelId, then shard): record ids
   // collected per owner and turned into `members` at the end. Empty
   // otherwise.
-  std::vector<std::unique_ptr<std::array<std::vector<uint32_t>, kShards>>> restoring;
-  std::vector<uint32_t>& Restoring(ModelId m, uint32_t shard_idx) {
-    if (restoring.size() <= m) restoring.resize(m + 1);
-    if (!restoring[m]) restoring[m] = std::make_unique<std::array<std::vector<uint32_t>, kShards>>();
-    return (*restoring[m])[shard_idx];
-  }
+  PerModelShard<std::vector<uint32_t>> restoring;
+  std::vector<uint32_t>& Restoring(ModelId m, uint32_t shard_idx) { return AtModelShard(restoring, m, shard_idx); }
 };
 
 struct BlockIndex::Impl {
