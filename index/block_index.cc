@@ -333,7 +333,8 @@ Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup g
   const uint32_t okey = OwnerKey(source, static_cast<uint32_t>(tier), group.idx);
   // See the header: which stores are hits.
   const bool reused = origin == StoreOrigin::kReused;
-  const bool hit_candidate = reused || (origin == StoreOrigin::kUnknown && !parent.has_value());
+  const bool hit_candidate =
+      reused || (origin == StoreOrigin::kUnknown && !parent.has_value() && tier == Tier::kGpu);
   if (parent.has_value() && !reused && !impl_->Holds(*model, *parent, okey)) {
     c.drift_orphan_store.fetch_add(1, std::memory_order_relaxed);
   }

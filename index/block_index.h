@@ -16,8 +16,11 @@
 // reused as a BlockStored with parent_block_hash = None starting at block 0.
 // Rule: with origin kReused, every block of the event is a hit; with origin
 // kNew, none is; with origin kUnknown (released vLLM: no origin field) a
-// parent-less store of a block the source already holds in that tier and
-// group is a hit. A hit refreshes the block's recency and bumps its hit
+// parent-less GPU store of a block the source already holds in that group is
+// a hit. Lower tiers never re-announce hits: vLLM's offloading connector
+// announces the first block of every CPU chunk without a parent and repeats
+// hashes shared between chunks, one BlockStored per reference that its
+// removals undo, so a repeated lower-tier store is always another copy. A hit refreshes the block's recency and bumps its hit
 // count but never its refcount; otherwise the re-announcement would need a
 // removal that never comes. The one ambiguity: a genuine duplicate physical
 // copy of a first block (two requests computing the same block 0 before

@@ -222,6 +222,26 @@ TEST_F(BlockIndexTest, ModelsWithIdenticalHashesAreKeptApart) {
   EXPECT_EQ(Gpu(Find(ks), 0), 2u);
 }
 
+TEST_F(BlockIndexTest, LowerTierRepeatedStoresAreCopiesNotHits) {
+  // vLLM's offloading connector: every CPU chunk starts without a parent and
+  // hashes shared by two chunks are announced by each; removing one chunk
+  // must leave the other whole.
+  Store(0, Keys({10, 11, 12, 13}), std::nullopt, Tier::kCpu);
+  Store(0, Keys({10, 11, 22, 23}), std::nullopt, Tier::kCpu);
+  Remove(0, Keys({10, 11, 12, 13}), Tier::kCpu);
+  PrefixMatch m = Find(Keys({10, 11, 22, 23}));
+  EXPECT_EQ(Any(m, 0), 4u);
+  EXPECT_EQ(Gpu(m, 0), 0u);
+  SourceStats st = index_.GetSourceStats(0);
+  EXPECT_EQ(st.hits, 0u);
+  EXPECT_EQ(st.duplicate_copies, 2u);
+  EXPECT_EQ(st.drift_remove_unknown, 0u);
+  EXPECT_EQ(TierBlocks(0, Tier::kCpu), 4u);
+  Remove(0, Keys({10, 11, 22, 23}), Tier::kCpu);
+  EXPECT_TRUE(Find(Keys({10})).sources.empty());
+  EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 0u);
+}
+
 TEST_F(BlockIndexTest, TierAccountingAndLowerTierReach) {
   TierRegistry tiers;
   Tier fs = tiers.Intern("FS").value();

@@ -67,7 +67,7 @@ class Reference {
     OKey o{s, tier, group};
     Counters& c = counters[s];
     bool reused = origin == StoreOrigin::kReused;
-    bool hit_candidate = reused || (origin == StoreOrigin::kUnknown && !parent);
+    bool hit_candidate = reused || (origin == StoreOrigin::kUnknown && !parent && tier == 0);  // 0 = GPU
     if (parent && !reused && !Holds(m, *parent, o)) ++c.orphan;
     uint64_t base = clock[s];
     clock[s] += ks.size();
