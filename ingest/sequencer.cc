@@ -96,6 +96,7 @@ void Sequencer::ProcessLive(uint64_t seq, std::string_view payload, Clock::time_
   }
 
   uint64_t next = NextSeq();
+  if (last_ && Implausible(seq, next)) return;
   if (verify_at_) {
     Hold(seq, payload);
     if (seq > next) SourceStats::Inc(stats_->seq_gaps);
@@ -208,6 +209,7 @@ void Sequencer::OnReplayBatch(uint64_t seq, std::string_view payload, Clock::tim
     SourceStats::Inc(stats_->duplicate_batches);
     return;
   }
+  if (Implausible(seq, next)) return;
   if (seq > next) {
     // First batch of an attempt above the request: the ring was overrun.
     // Later in the stream: a seq vLLM consumed without sending (send error).
@@ -312,10 +314,20 @@ void Sequencer::Resync(Clock::time_point now) {
   }
 }
 
+bool Sequencer::Implausible(uint64_t seq, uint64_t next) {
+  if (seq <= next || seq - next <= opts_.max_seq_jump) return false;
+  SourceStats::Inc(stats_->seq_implausible);
+  return true;
+}
+
 void Sequencer::DeclareLoss(uint64_t n) {
   if (n == 0) return;
-  SourceStats::Inc(stats_->batches_lost, n);
   degraded_ = true;
+  if (n > opts_.max_seq_jump) {
+    SourceStats::Inc(stats_->seq_implausible);
+    return;
+  }
+  SourceStats::Inc(stats_->batches_lost, n);
 }
 
 void Sequencer::ApplyOne(uint64_t seq, std::string_view payload, uint64_t fp, bool replayed) {

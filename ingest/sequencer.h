@@ -37,6 +37,9 @@
 //     expected), and the source is DEGRADED. It is EXACT again once the
 //     engine's state is known: an AllBlocksCleared event is applied, the
 //     engine restarts at seq 0, or an operator resync completes.
+//   - a seq more than Options::max_seq_jump past the expected one (live or
+//     replayed) is a protocol error: dropped and counted, never a loss of
+//     2^63 batches; a loss larger than that bound is counted the same way.
 //   - an undecodable payload consumes its seq but leaves the source DEGRADED
 //     (replaying the same bytes would not help).
 //   - a connection to the PUB peer becomes live only once our subscription
@@ -95,6 +98,12 @@ class Sequencer {
     // Delay between a (re)connect and its probe replay (0 = no probes): long
     // enough for our subscription to reach the PUB.
     Clock::duration probe_delay = std::chrono::milliseconds(250);
+    // A batch whose seq is further than this past the next expected one is
+    // a corrupt or hostile sequence number, not a loss: no engine publishes
+    // 2^32 batches between two we receive. It is dropped and counted in
+    // seq_implausible; if it was a real batch with a damaged seq, the next
+    // one reveals the gap and the replay recovers it.
+    uint64_t max_seq_jump = uint64_t{1} << 32;
   };
 
   // What applying one payload revealed.
@@ -171,6 +180,8 @@ class Sequencer {
   void ForgetState();
   void Hold(uint64_t seq, std::string_view payload);
   uint64_t NextSeq() const { return last_ ? *last_ + 1 : 0; }
+  // True (and counted) if `seq` jumps implausibly far past `next`.
+  bool Implausible(uint64_t seq, uint64_t next);
   std::optional<uint64_t> KnownFingerprint(uint64_t seq) const;
 
   Options opts_;

@@ -44,6 +44,8 @@ const std::vector<MetricFamilyInfo>& IngestMetricFamilies() {
       {"kvidx_replay_requests_total", K::kCounter,
        "Replay requests by result (ok | partial | timeout | unavailable)."},
       {"kvidx_batches_lost_total", K::kCounter, "Batches that could not be recovered."},
+      {"kvidx_seq_implausible_total", K::kCounter,
+       "Batches dropped as a protocol error: their seq jumped further ahead than any engine publishes."},
       {"kvidx_duplicate_batches_total", K::kCounter, "Batches dropped because already applied."},
       {"kvidx_engine_restarts_total", K::kCounter, "Engine restarts detected (sequence went backwards)."},
       {"kvidx_decode_errors_total", K::kCounter, "Messages that could not be decoded, by reason."},
@@ -88,6 +90,7 @@ void RenderSourceStats(const SourceStats& s, double now_wall, std::vector<Metric
         {{"result", ReplayResultName(static_cast<ReplayResult>(r))}});
   }
   add("kvidx_batches_lost_total", Load(s.batches_lost), K::kCounter);
+  add("kvidx_seq_implausible_total", Load(s.seq_implausible), K::kCounter);
   add("kvidx_duplicate_batches_total", Load(s.duplicate_batches), K::kCounter);
   add("kvidx_engine_restarts_total", Load(s.engine_restarts), K::kCounter);
   for (size_t r = 0; r < kNumErrorReasons; ++r) {

@@ -236,6 +236,37 @@ TEST_F(SequencerTest, NoReplayEndpointCountsLossAndUnavailable) {
   EXPECT_TRUE(rec_.requests.empty());
 }
 
+TEST_F(SequencerTest, AbsurdSeqJumpIsAProtocolErrorNotALoss) {
+  Make(false);
+  seq_->OnLive(0, P(0), now_);
+  seq_->OnLive(uint64_t{1} << 63, P(1), now_);         // a damaged or hostile seq: dropped
+  seq_->OnLive(~uint64_t{0}, P(2), now_);              // again, near the wrap
+  EXPECT_EQ(stats_.seq_implausible.load(), 2u);
+  EXPECT_EQ(stats_.batches_lost.load(), 0u);
+  seq_->OnLive(1, P(1), now_);                         // the stream carries on as if nothing came
+  EXPECT_EQ(rec_.Seqs(), Range(0, 1));
+  EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
+  seq_->OnLive(3, P(3), now_);                         // a real gap is still counted exactly
+  EXPECT_EQ(stats_.batches_lost.load(), 1u);
+}
+
+TEST_F(SequencerTest, AbsurdSeqJumpDuringAReplayIsDroppedAndTheGapRecovered) {
+  Make(true);
+  Serve(0, 1);
+  seq_->OnLive(uint64_t{1} << 62, P(9), now_);
+  EXPECT_TRUE(rec_.requests.size() == 1u);             // no replay asked for 2^62 batches
+  seq_->OnLive(3, P(3), now_);                         // 2 missing: replay from 2
+  ASSERT_EQ(rec_.requests.back(), 2u);
+  seq_->OnReplayBatch(2, P(2), now_);
+  seq_->OnReplayBatch(uint64_t{1} << 62, P(9), now_);  // a damaged ring entry
+  seq_->OnReplayBatch(3, P(3), now_);
+  seq_->OnReplayEnd(now_);
+  EXPECT_EQ(rec_.Seqs(), Range(0, 3));
+  EXPECT_EQ(stats_.seq_implausible.load(), 2u);
+  EXPECT_EQ(stats_.batches_lost.load(), 0u);
+  EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
+}
+
 TEST_F(SequencerTest, ColdStartWithoutReplayFromZeroIsExact) {
   Make(false);
   seq_->OnLive(0, P(0), now_);
