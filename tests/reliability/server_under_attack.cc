@@ -43,7 +43,8 @@ void ServerUnderAttack::Launch(const std::string& engines_yaml, const std::strin
     ASSERT_GT(grpc_port_, 0);
     if (grpc_port_ == metrics_port_) continue;
     std::string y;
-    y += "grpc: {listen: \"127.0.0.1:" + std::to_string(grpc_port_) + "\"}\n";
+    testing::WriteAtomically(dir_ + "/token", std::string(kAdminToken) + "\n");
+    y += "grpc: {listen: \"127.0.0.1:" + std::to_string(grpc_port_) + "\", admin_token_file: \"" + dir_ + "/token\"}\n";
     y += "metrics: {listen: \"127.0.0.1:" + std::to_string(metrics_port_) + "\"}\n";
     y += "data_dir: \"" + dir_ + "/data\"\n";
     y += "snapshot: {interval_seconds: 0, sync: false}\n";

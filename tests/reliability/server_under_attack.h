@@ -34,6 +34,7 @@ inline constexpr bool kMemoryBoundsAsserted = true;
 inline constexpr uint64_t kMaxRssGrowth = 256ull << 20;
 inline constexpr std::chrono::seconds kRssReturn{30};
 inline constexpr uint64_t kMaxThreadGrowth = 64;
+inline constexpr char kAdminToken[] = "reliability-admin-token";
 
 // Samples a process's usage every few milliseconds until destroyed.
 class UsageSampler {

@@ -1,0 +1,138 @@
+// Clients that hold connections open against a kvidx-server process:
+// /metrics requests that never finish, thousands of idle FindPrefixStream
+// streams, and engines added and removed over and over through the admin
+// API. Each must leave the server answering, within the suite's bounds.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "kvidx/v1/kvidx.grpc.pb.h"
+#include "reliability/server_under_attack.h"
+
+namespace kvidx::reliability {
+namespace {
+
+int OpenLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+class ConnectionTest : public ServerUnderAttack {};
+
+TEST_F(ConnectionTest, UnfinishedMetricsRequestsDoNotBlockScrapes) {
+  ASSERT_NO_FATAL_FAILURE(Launch());
+  std::vector<int> slow;
+  ExpectBounded("16 unfinished /metrics requests", [&] {
+    for (int i = 0; i < 16; ++i) {
+      const int fd = OpenLoopback(metrics_port_);
+      ASSERT_GE(fd, 0);
+      const std::string partial = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";  // no blank line: never ends
+      ASSERT_EQ(write(fd, partial.data(), partial.size()), static_cast<ssize_t>(partial.size()));
+      slow.push_back(fd);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const std::string scrape = Metrics();
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(scrape.find("kvidx_serving"), std::string::npos) << "a scrape got nothing while slow clients wait";
+    EXPECT_LT(waited, 8.0) << "a scrape waited behind slow clients";
+  });
+  for (int fd : slow) close(fd);
+}
+
+TEST_F(ConnectionTest, IdleStreamsDoNotCostAThreadEach) {
+  ASSERT_NO_FATAL_FAILURE(Launch());
+  constexpr int kChannels = 4, kStreamsPerChannel = 500;
+  struct Open {
+    std::unique_ptr<grpc::ClientContext> ctx;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::FindPrefixRequest, v1::FindPrefixResult>> stream;
+  };
+  std::vector<std::unique_ptr<v1::KvIndex::Stub>> stubs;
+  std::vector<Open> open;
+  ExpectBounded("2,000 idle FindPrefixStream streams", [&] {
+    for (int c = 0; c < kChannels; ++c) {
+      grpc::ChannelArguments args;
+      args.SetInt("kvidx.reliability.channel", c);  // distinct args: a connection each
+      stubs.push_back(v1::KvIndex::NewStub(grpc::CreateCustomChannel(
+          "127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials(), args)));
+      for (int s = 0; s < kStreamsPerChannel; ++s) {
+        Open o;
+        o.ctx = std::make_unique<grpc::ClientContext>();
+        o.ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+        o.stream = stubs.back()->FindPrefixStream(o.ctx.get());
+        open.push_back(std::move(o));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // let the server take them all
+    // The server still answers a plain query.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::GetStatsResponse resp;
+    EXPECT_TRUE(stubs[0]->GetStats(&ctx, v1::GetStatsRequest(), &resp).ok());
+  });
+  for (Open& o : open) o.ctx->TryCancel();
+  for (Open& o : open) (void)o.stream->Finish();
+}
+
+// Each cycle adds an engine (two DP ranks, nothing listening at its
+// endpoint) and removes it. After a warm-up, memory must not grow with the
+// number of cycles, and /metrics must not keep series of removed sources.
+TEST_F(ConnectionTest, EngineAddRemoveCyclesDoNotGrow) {
+  ASSERT_NO_FATAL_FAILURE(Launch());
+  auto admin = v1::KvIndexAdmin::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials()));
+  const size_t metrics_before = Metrics().size();
+  auto cycles = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      v1::AddEngineRequest add;
+      v1::EngineSpec* e = add.mutable_engine();
+      e->set_replica("churn-" + std::to_string(i));
+      e->set_model("m");
+      e->set_endpoint("tcp://127.0.0.1:1");
+      e->set_dp_size(2);
+      grpc::ClientContext c1;
+      c1.AddMetadata("authorization", std::string("Bearer ") + kAdminToken);
+      v1::AddEngineResponse added;
+      const grpc::Status s1 = admin->AddEngine(&c1, add, &added);
+      ASSERT_TRUE(s1.ok()) << s1.error_message();
+      v1::RemoveEngineRequest rm;
+      rm.set_replica(e->replica());
+      grpc::ClientContext c2;
+      c2.AddMetadata("authorization", std::string("Bearer ") + kAdminToken);
+      v1::RemoveEngineResponse removed;
+      const grpc::Status s2 = admin->RemoveEngine(&c2, rm, &removed);
+      ASSERT_TRUE(s2.ok()) << s2.error_message();
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(cycles(300));  // warm-up: allocator pools, id tables
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const uint64_t warm = testing::UsageOf(pid()).rss_bytes;
+  constexpr int kCycles = 1500;
+  ExpectBounded("1,500 engine add/remove cycles", [&] { ASSERT_NO_FATAL_FAILURE(cycles(kCycles)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const uint64_t after = testing::UsageOf(pid()).rss_bytes;
+  const double per_cycle = after > warm ? static_cast<double>(after - warm) / kCycles : 0.0;
+  std::cerr << "[reliability] add/remove: " << per_cycle << " bytes RSS per cycle after warm-up\n";
+  if (kMemoryBoundsAsserted) {
+    EXPECT_LT(per_cycle, 512.0) << "RSS grows with add/remove cycles";
+  }
+  const std::string m = Metrics();
+  EXPECT_EQ(m.find("churn-"), std::string::npos) << "series of removed sources remain";
+  EXPECT_LT(m.size(), metrics_before + 4096) << "/metrics grew from " << metrics_before << " to " << m.size();
+}
+
+}  // namespace
+}  // namespace kvidx::reliability
