@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -32,6 +33,11 @@ namespace {
 // when an orphan is deleted, so that generation numbers are never reused.
 constexpr std::string_view kPendingKey = "kvidx/pending";
 constexpr std::string_view kTmpSuffix = ".kvidx-tmp";
+// Beside RocksDB's files (which it leaves alone): the last generation whose
+// commit was durable, written after each commit. RocksDB drops a truncated
+// tail of its MANIFEST (or WAL) without an error, and with it possibly the
+// commit; a store whose manifest key is older than this record lost writes.
+constexpr std::string_view kCommittedFile = "kvidx-committed";
 
 using Clock = std::chrono::steady_clock;
 
@@ -92,6 +98,54 @@ void SyncDir(const std::string& dir) {
     (void)::fsync(fd);
     ::close(fd);
   }
+}
+
+std::string CommittedRecord(uint64_t gen) {
+  const std::string body = "generation " + std::to_string(gen);
+  char check[17];
+  std::snprintf(check, sizeof(check), "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(body.data(), body.size())));
+  return body + " check " + check + "\n";
+}
+
+// Replaces `db`/kvidx-committed (temp file + rename: never half-written).
+Status WriteCommitted(const fs::path& db, uint64_t gen, bool sync) {
+  const fs::path file = db / kCommittedFile;
+  const std::string tmp = file.string() + std::string(kTmpSuffix);
+  const std::string text = CommittedRecord(gen);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Unavailable(tmp + ": " + std::strerror(errno));
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  if (ok && sync) ok = ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) {
+    return Status::Unavailable(file.string() + ": " + std::strerror(ok ? errno : err));
+  }
+  if (sync) SyncDir(db.string());
+  return Status::Ok();
+}
+
+// The generation in `db`/kvidx-committed; 0 if there is no such file (a
+// store that never committed, or one written before the file existed).
+Status ReadCommitted(const fs::path& db, uint64_t* gen) {
+  *gen = 0;
+  const fs::path file = db / kCommittedFile;
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return Status::Ok();
+  if (fd < 0) return Status::Unavailable(file.string() + ": " + std::strerror(errno));
+  std::string text(128, '\0');
+  ssize_t n = ::read(fd, text.data(), text.size());
+  ::close(fd);
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  uint64_t g = 0;
+  const size_t digits = text.find_first_not_of("0123456789", 11);
+  if (text.starts_with("generation ") && digits != std::string::npos && digits > 11 && digits - 11 <= 19) {
+    g = std::stoull(text.substr(11, digits - 11));
+  }
+  if (g == 0 || text != CommittedRecord(g)) return Status::Corruption(file.string() + ": damaged");
+  *gen = g;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -216,6 +270,48 @@ Status FromRocksOpen(const rocksdb::Status& s, const fs::path& db) {
   return FromRocks(s, what);
 }
 
+// RocksDB's own check, made early: the checks before the read-write open
+// must not report a directory another process is writing as damaged.
+Status CheckNotLocked(const fs::path& db) {
+  const fs::path lock = db / "LOCK";
+  int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Ok();  // no LOCK yet: RocksDB creates it
+  struct flock fl = {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  const bool held = ::fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+  ::close(fd);
+  if (held) return Status::Unavailable(lock.string() + ": held by process " + std::to_string(fl.l_pid));
+  return Status::Ok();
+}
+
+// Before the read-write open, which deletes SST files that a damaged
+// MANIFEST no longer lists: a store whose manifest key is older than
+// kvidx-committed lost writes. Read-only, so a refused directory is left
+// as it was.
+Status CheckCommitted(const fs::path& db, const rocksdb::Options& options) {
+  uint64_t committed = 0;
+  Status st = ReadCommitted(db, &committed);
+  if (!st.ok() || committed == 0) return st;
+  rocksdb::DB* raw = nullptr;
+  st = FromRocksOpen(rocksdb::DB::OpenForReadOnly(options, db.string(), &raw), db);
+  if (!st.ok()) return st;
+  std::unique_ptr<rocksdb::DB> ro(raw);
+  std::string v;
+  rocksdb::ReadOptions r;
+  r.verify_checksums = true;
+  rocksdb::Status rs = ro->Get(r, S(kCurrentKey), &v);
+  Manifest m;
+  if (!rs.ok() && !rs.IsNotFound()) return FromRocks(rs, db.string() + ": reading '" + std::string(kCurrentKey) + "'");
+  if (rs.ok() && !DecodeManifest(v, &m).ok()) return Status::Ok();  // the read-write checks name this
+  if (rs.ok() && m.gen >= committed) return Status::Ok();
+  return Status::Corruption((db / kCommittedFile).string() + ": generation " + std::to_string(committed) +
+                            " was committed, but " +
+                            (rs.ok() ? "the manifest key names generation " + std::to_string(m.gen)
+                                     : "the manifest key '" + std::string(kCurrentKey) + "' is missing (manifest lost)") +
+                            ": RocksDB lost durable writes (damaged MANIFEST or write-ahead log)");
+}
+
 }  // namespace
 
 Status SnapshotStore::OpenDb() {
@@ -268,6 +364,8 @@ Status SnapshotStore::OpenDb() {
   }
 
   Status st = CheckCurrentFile(db_path);
+  if (st.ok()) st = CheckNotLocked(db_path);
+  if (st.ok()) st = CheckCommitted(db_path, DbOptions(false, opts_.sync));
   if (!st.ok()) return st;
   rocksdb::DB* raw = nullptr;
   st = FromRocksOpen(rocksdb::DB::Open(DbOptions(false, opts_.sync), db_path.string(), &raw), db_path);
@@ -532,6 +630,8 @@ Status SnapshotStore::Write(const SnapshotData& data) {
     return fail(Status::Unavailable(st.message() + "; generation " + std::to_string(gen) +
                                     " is current in this process, a restart keeps it only if a later flush succeeds"));
   }
+  // Best effort: a stale record only weakens Open's check, never fails it.
+  (void)WriteCommitted(DbPath(), gen, opts_.sync);
 
   // Drop older generations; best effort (Open() finishes the job).
   if (old != 0) {

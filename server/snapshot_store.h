@@ -9,6 +9,10 @@
 // are then dropped (DeleteFilesInRange drops their SST files outright,
 // DeleteRange covers the rest). A crash before the commit leaves G-1 current
 // and G an orphan, which Open() deletes; a crash after it leaves G complete.
+// Why SST ingestion rather than WriteBatches: a 10M-owner snapshot is
+// ~150 MB; through WAL + memtable it would be written twice and then
+// compacted again, competing with ingest for the two cores; an ingested
+// file at the bottom level is written once and deleted whole.
 //
 // No write-ahead log. The store's own keys (format record, manifest key,
 // pending marker, deletions) bypass RocksDB's WAL and are flushed to an SST
@@ -21,10 +25,17 @@
 // WAL (a flipped byte, a truncated record) is a Corruption naming the file,
 // and no crash can leave a torn record there. (StoreOptions::sync = false
 // gives all this up.)
-// Why SST ingestion rather than WriteBatches: a 10M-owner snapshot is
-// ~150 MB; through WAL + memtable it would be written twice and then
-// compacted again, competing with ingest for the two cores; an ingested
-// file at the bottom level is written once and deleted whole.
+//
+// Lost commits. RocksDB also drops a truncated tail of its MANIFEST without
+// an error (a crash may tear the last edit), and the last edit may be a
+// commit. So after each commit the store records the generation in
+// "<dir>/rocksdb/kvidx-committed" (temp file + rename, synced). Open()
+// checks, through a read-only open (no file of the store changes), that
+// the manifest key is at least that generation, and refuses the directory
+// otherwise -- before the read-write open, which would delete the SST
+// files the damaged MANIFEST no longer lists. The record trails the commit, so a crash
+// between the two leaves it older, never newer; a store without it (none
+// committed yet) is not checked.
 //
 // Directory. The RocksDB lives in "<dir>/rocksdb". Besides it, "<dir>" may
 // hold "lost+found" (a fresh ext4 volume) and "corrupt-*" (contents moved

@@ -138,6 +138,29 @@ TEST_F(DamagedFiles, SstDeleted) {
   ExpectRejected(RocksDir() + "/" + sst.stem().string());  // RocksDB names it .ldb, its other suffix
 }
 
+// A store with one snapshot, its commit the last edit in the MANIFEST.
+// RocksDB silently drops a truncated tail of the MANIFEST (as a crash
+// during a MANIFEST write may leave one), and with it the commit.
+class ManifestTailCut : public DamagedFiles, public ::testing::WithParamInterface<uintmax_t> {
+ protected:
+  void SetUp() override {
+    auto r = SnapshotStore::Open(tmp_.db());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r.value()->Write(SyntheticSnapshot(2, kOwners)).ok());
+  }
+};
+
+TEST_P(ManifestTailCut, IsIntactOrRejected) {
+  const std::vector<fs::path> manifests = FilesEndingWith(RocksDir(), "", "MANIFEST-");
+  ASSERT_EQ(manifests.size(), 1u);
+  const uintmax_t size = fs::file_size(manifests[0]);
+  ASSERT_GT(size, GetParam() + 64);
+  fs::resize_file(manifests[0], size - GetParam());
+  ExpectIntactOrRejected();
+}
+
+INSTANTIATE_TEST_SUITE_P(Bytes, ManifestTailCut, ::testing::Values(16, 48, 128, 256));
+
 // A store whose commit of generation 2 is a record in the middle of a WAL
 // (what an earlier kvidx left after a crash, or at rest): the SSTs say
 // "generation 2 ingested, not committed", the WAL commits it.
