@@ -135,15 +135,19 @@ Status ReadCommitted(const fs::path& db, uint64_t* gen) {
   if (fd < 0 && errno == ENOENT) return Status::Ok();
   if (fd < 0) return Status::Unavailable(file.string() + ": " + std::strerror(errno));
   std::string text(128, '\0');
-  ssize_t n = ::read(fd, text.data(), text.size());
+  const ssize_t n = ::read(fd, text.data(), text.size());
+  const int err = errno;
   ::close(fd);
-  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  if (n < 0) return Status::Unavailable(file.string() + ": " + std::strerror(err));
+  text.resize(static_cast<size_t>(n));
   uint64_t g = 0;
   const size_t digits = text.find_first_not_of("0123456789", 11);
   if (text.starts_with("generation ") && digits != std::string::npos && digits > 11 && digits - 11 <= 19) {
     g = std::stoull(text.substr(11, digits - 11));
   }
-  if (g == 0 || text != CommittedRecord(g)) return Status::Corruption(file.string() + ": damaged");
+  if (g == 0 || text != CommittedRecord(g)) {
+    return Status::Corruption(file.string() + ": damaged (" + std::to_string(n) + " bytes, not a generation record)");
+  }
   *gen = g;
   return Status::Ok();
 }

@@ -138,6 +138,19 @@ TEST_F(DamagedFiles, SstDeleted) {
   ExpectRejected(RocksDir() + "/" + sst.stem().string());  // RocksDB names it .ldb, its other suffix
 }
 
+TEST_F(DamagedFiles, CommittedRecordDamaged) {
+  testing::FlipByte(RocksDir() + "/kvidx-committed", 11);
+  ExpectRejected(RocksDir() + "/kvidx-committed: damaged");
+}
+
+// What a store written before the record existed looks like.
+TEST_F(DamagedFiles, CommittedRecordMissingIsNotChecked) {
+  ASSERT_TRUE(fs::remove(RocksDir() + "/kvidx-committed"));
+  ExpectIntactOrRejected();
+  std::optional<SnapshotData> out;
+  EXPECT_TRUE(OpenAndLoad(tmp_.db(), &out).ok());
+}
+
 // A store with one snapshot, its commit the last edit in the MANIFEST.
 // RocksDB silently drops a truncated tail of the MANIFEST (as a crash
 // during a MANIFEST write may leave one), and with it the commit.
