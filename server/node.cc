@@ -73,7 +73,11 @@ Status Node::Restore() {
                   "start-empty)",
                   config_.data_dir, restore_.corruption, restore_.moved_aside_to);
   }
-  if (!loaded.value().has_value()) return Status::Ok();
+  if (!loaded.value().has_value()) {
+    // Said even when expected: an empty start must never be mistaken for a restore.
+    if (store_->corruption().ok()) spdlog::info("data directory {} holds no snapshot; starting empty", config_.data_dir);
+    return Status::Ok();
+  }
   const snapshot::SnapshotData& data = *loaded.value();
   if (Status s = snapshot::ApplySnapshot(data, &tiers_, &sources_, &index_, &store_->stats()); !s.ok()) return s;
   restore_.had_snapshot = true;

@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -30,6 +33,11 @@ namespace {
 // when an orphan is deleted, so that generation numbers are never reused.
 constexpr std::string_view kPendingKey = "kvidx/pending";
 constexpr std::string_view kTmpSuffix = ".kvidx-tmp";
+// Beside RocksDB's files (which it leaves alone): the last generation whose
+// commit was durable, written after each commit. RocksDB drops a truncated
+// tail of its MANIFEST (or WAL) without an error, and with it possibly the
+// commit; a store whose manifest key is older than this record lost writes.
+constexpr std::string_view kCommittedFile = "kvidx-committed";
 
 using Clock = std::chrono::steady_clock;
 
@@ -92,6 +100,58 @@ void SyncDir(const std::string& dir) {
   }
 }
 
+std::string CommittedRecord(uint64_t gen) {
+  const std::string body = "generation " + std::to_string(gen);
+  char check[17];
+  std::snprintf(check, sizeof(check), "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(body.data(), body.size())));
+  return body + " check " + check + "\n";
+}
+
+// Replaces `db`/kvidx-committed (temp file + rename: never half-written).
+Status WriteCommitted(const fs::path& db, uint64_t gen, bool sync) {
+  const fs::path file = db / kCommittedFile;
+  const std::string tmp = file.string() + std::string(kTmpSuffix);
+  const std::string text = CommittedRecord(gen);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Unavailable(tmp + ": " + std::strerror(errno));
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  if (ok && sync) ok = ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) {
+    return Status::Unavailable(file.string() + ": " + std::strerror(ok ? errno : err));
+  }
+  if (sync) SyncDir(db.string());
+  return Status::Ok();
+}
+
+// The generation in `db`/kvidx-committed; 0 if there is no such file (a
+// store that never committed, or one written before the file existed).
+Status ReadCommitted(const fs::path& db, uint64_t* gen) {
+  *gen = 0;
+  const fs::path file = db / kCommittedFile;
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return Status::Ok();
+  if (fd < 0) return Status::Unavailable(file.string() + ": " + std::strerror(errno));
+  std::string text(128, '\0');
+  const ssize_t n = ::read(fd, text.data(), text.size());
+  const int err = errno;
+  ::close(fd);
+  if (n < 0) return Status::Unavailable(file.string() + ": " + std::strerror(err));
+  text.resize(static_cast<size_t>(n));
+  uint64_t g = 0;
+  const size_t digits = text.find_first_not_of("0123456789", 11);
+  if (text.starts_with("generation ") && digits != std::string::npos && digits > 11 && digits - 11 <= 19) {
+    g = std::stoull(text.substr(11, digits - 11));
+  }
+  if (g == 0 || text != CommittedRecord(g)) {
+    return Status::Corruption(file.string() + ": damaged (" + std::to_string(n) + " bytes, not a generation record)");
+  }
+  *gen = g;
+  return Status::Ok();
+}
+
 }  // namespace
 
 SnapshotStore::SnapshotStore(std::string dir, const StoreOptions& options)
@@ -108,11 +168,23 @@ void SnapshotStore::CloseDb() {
 
 namespace {
 
-rocksdb::Options DbOptions(bool create) {
+rocksdb::Options DbOptions(bool create, bool sync) {
   rocksdb::Options o;
   o.create_if_missing = create;
   o.error_if_exists = false;
   o.paranoid_checks = true;
+  // Any damage to a write-ahead log is an error: kPointInTimeRecovery (the
+  // default) silently stops replaying at a bad record and
+  // kTolerateCorruptedTailRecords silently drops a truncated tail, and
+  // either can drop a commit. Strictness costs no crash recovery: with
+  // sync on the store writes nothing through the WAL (see Persist), so a
+  // crash cannot leave a torn record in it; only a WAL of an earlier kvidx
+  // or a foreign writer holds records at all. With sync off the store's
+  // keys are unsynced WAL records, whose tail a crash may tear.
+  o.wal_recovery_mode = sync ? rocksdb::WALRecoveryMode::kAbsoluteConsistency
+                             : rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  // What Open recovers from such a WAL goes into an SST file at once.
+  o.avoid_flush_during_recovery = false;
   o.max_background_jobs = 1;  // two cores; snapshots are rare and bulk-ingested
   o.keep_log_file_num = 3;
   o.max_manifest_file_size = 16 << 20;
@@ -121,6 +193,127 @@ rocksdb::Options DbOptions(bool create) {
     if (c == rocksdb::kLZ4Compression) o.compression = rocksdb::kLZ4Compression;
   }
   return o;
+}
+
+// Makes `wb` durable outside the write-ahead log: applied to the memtable
+// only, then flushed (SST file + synced MANIFEST edit) before returning. A
+// damaged or truncated WAL loses whatever lives only in it, and RocksDB's
+// Close() does not flush while the WAL is on, so with sync on nothing the
+// store relies on is ever written there. With sync off (tests without crash
+// safety) it is an unsynced WAL write, not flushed. `*applied` (if given)
+// tells whether the batch reached the memtable, i.e. is visible to this
+// process and becomes durable with the next successful flush.
+Status Persist(rocksdb::DB* db, bool sync, rocksdb::WriteBatch* wb, const std::string& what,
+               bool* applied = nullptr) {
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = sync;
+  Status st = FromRocks(db->Write(wo, wb), what);
+  if (applied != nullptr) *applied = st.ok();
+  if (!st.ok() || !sync) return st;
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  fo.allow_write_stall = true;  // the store is the only writer; never wait for compactions
+  return FromRocks(db->Flush(fo), what + " (flushing)");
+}
+
+// Before RocksDB opens `db`: CURRENT must name a MANIFEST that is there.
+// RocksDB reports a missing one as an I/O error, which would read as "the
+// disk is unavailable" rather than "the store is damaged".
+Status CheckCurrentFile(const fs::path& db) {
+  const fs::path current = db / "CURRENT";
+  int fd = ::open(current.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Unavailable(current.string() + ": " + std::strerror(errno));
+  std::string text(256, '\0');
+  ssize_t n = ::read(fd, text.data(), text.size());
+  const int read_errno = errno;
+  ::close(fd);
+  if (n < 0) return Status::Unavailable(current.string() + ": " + std::strerror(read_errno));
+  text.resize(static_cast<size_t>(n));
+  if (text.empty() || text.back() != '\n' || !text.starts_with("MANIFEST-") ||
+      text.find('/') != std::string::npos) {
+    return Status::Corruption(current.string() + ": does not name a MANIFEST file (" + std::to_string(text.size()) +
+                              " bytes)");
+  }
+  text.pop_back();
+  const fs::path manifest = db / text;
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(manifest, ec);
+  if (ec == std::errc::no_such_file_or_directory) {
+    return Status::Corruption(current.string() + " names " + manifest.string() + ", which does not exist");
+  }
+  if (ec) return Status::Unavailable(manifest.string() + ": " + ec.message());
+  if (size == 0) return Status::Corruption(manifest.string() + ": empty (named by " + current.string() + ")");
+  return Status::Ok();
+}
+
+// The write-ahead logs of `db` that hold records, for error messages:
+// RocksDB's WAL corruption statuses do not say which file.
+std::string NonEmptyWals(const fs::path& db) {
+  std::string out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(db, ec)) {
+    if (e.path().extension() != ".log" || e.file_size(ec) == 0) continue;
+    out += (out.empty() ? "" : ", ") + e.path().string() + " (" + std::to_string(e.file_size(ec)) + " bytes)";
+  }
+  return out;
+}
+
+// FromRocks for DB::Open: a file of the store that is missing (I/O error
+// "path not found" inside `db`) is damage, not an unavailable disk, and a
+// corruption that names no file is about a write-ahead log.
+Status FromRocksOpen(const rocksdb::Status& s, const fs::path& db) {
+  const std::string what = "opening RocksDB in " + db.string();
+  const std::string inside = db.string() + "/";
+  if (s.IsPathNotFound() && s.ToString().find(inside) != std::string::npos) {
+    return Status::Corruption(what + ": a file of the store is missing: " + s.ToString());
+  }
+  if (s.IsCorruption() && s.ToString().find(inside) == std::string::npos) {
+    const std::string wals = NonEmptyWals(db);
+    if (!wals.empty()) return Status::Corruption(what + ": write-ahead log " + wals + ": " + s.ToString());
+  }
+  return FromRocks(s, what);
+}
+
+// RocksDB's own check, made early: the checks before the read-write open
+// must not report a directory another process is writing as damaged.
+Status CheckNotLocked(const fs::path& db) {
+  const fs::path lock = db / "LOCK";
+  int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Ok();  // no LOCK yet: RocksDB creates it
+  struct flock fl = {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  const bool held = ::fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+  ::close(fd);
+  if (held) return Status::Unavailable(lock.string() + ": held by process " + std::to_string(fl.l_pid));
+  return Status::Ok();
+}
+
+// Before the read-write open, which deletes SST files that a damaged
+// MANIFEST no longer lists: a store whose manifest key is older than
+// kvidx-committed lost writes. Read-only, so a refused directory is left
+// as it was.
+Status CheckCommitted(const fs::path& db, const rocksdb::Options& options) {
+  uint64_t committed = 0;
+  Status st = ReadCommitted(db, &committed);
+  if (!st.ok() || committed == 0) return st;
+  rocksdb::DB* raw = nullptr;
+  st = FromRocksOpen(rocksdb::DB::OpenForReadOnly(options, db.string(), &raw), db);
+  if (!st.ok()) return st;
+  std::unique_ptr<rocksdb::DB> ro(raw);
+  std::string v;
+  rocksdb::ReadOptions r;
+  r.verify_checksums = true;
+  rocksdb::Status rs = ro->Get(r, S(kCurrentKey), &v);
+  Manifest m;
+  if (!rs.ok() && !rs.IsNotFound()) return FromRocks(rs, db.string() + ": reading '" + std::string(kCurrentKey) + "'");
+  if (rs.ok() && !DecodeManifest(v, &m).ok()) return Status::Ok();  // the read-write checks name this
+  if (rs.ok() && m.gen >= committed) return Status::Ok();
+  return Status::Corruption((db / kCommittedFile).string() + ": generation " + std::to_string(committed) +
+                            " was committed, but " +
+                            (rs.ok() ? "the manifest key names generation " + std::to_string(m.gen)
+                                     : "the manifest key '" + std::string(kCurrentKey) + "' is missing (manifest lost)") +
+                            ": RocksDB lost durable writes (damaged MANIFEST or write-ahead log)");
 }
 
 }  // namespace
@@ -160,12 +353,12 @@ Status SnapshotStore::OpenDb() {
     fs::create_directories(init_path, ec);
     if (ec) return Status::Unavailable(init_path.string() + ": cannot create: " + ec.message());
     rocksdb::DB* raw = nullptr;
-    Status st = FromRocks(rocksdb::DB::Open(DbOptions(true), init_path.string(), &raw), "creating RocksDB in " + init_path.string());
+    Status st = FromRocks(rocksdb::DB::Open(DbOptions(true, true), init_path.string(), &raw), "creating RocksDB in " + init_path.string());
     if (!st.ok()) return st;
     std::unique_ptr<rocksdb::DB> db(raw);
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    st = FromRocks(db->Put(wo, S(kFormatKey), EncodeFormatRecord(kFormatVersion)), dir_ + ": writing format record");
+    rocksdb::WriteBatch format;
+    (void)format.Put(S(kFormatKey), EncodeFormatRecord(kFormatVersion));
+    st = Persist(db.get(), true, &format, dir_ + ": writing format record");
     if (st.ok()) st = FromRocks(db->Close(), dir_ + ": closing new store");
     db.reset();
     if (!st.ok()) return st;
@@ -174,15 +367,22 @@ Status SnapshotStore::OpenDb() {
     SyncDir(dir_);
   }
 
+  Status st = CheckCurrentFile(db_path);
+  if (st.ok()) st = CheckNotLocked(db_path);
+  if (st.ok()) st = CheckCommitted(db_path, DbOptions(false, opts_.sync));
+  if (!st.ok()) return st;
   rocksdb::DB* raw = nullptr;
-  Status st = FromRocks(rocksdb::DB::Open(DbOptions(false), db_path.string(), &raw), "opening RocksDB in " + db_path.string());
+  st = FromRocksOpen(rocksdb::DB::Open(DbOptions(false, opts_.sync), db_path.string(), &raw), db_path);
   if (!st.ok()) return st;
   db_.reset(raw);
+  if (opts_.sync) {
+    // Whatever was recovered from a WAL is in SST files before it is used.
+    st = FromRocks(db_->Flush(rocksdb::FlushOptions()), dir_ + ": flushing recovered writes");
+    if (!st.ok()) return st;
+  }
 
   rocksdb::ReadOptions ro;
   ro.verify_checksums = true;
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
 
   // Format record.
   std::string v;
@@ -275,7 +475,7 @@ Status SnapshotStore::OpenDb() {
   // The pending marker stays: it keeps the orphan's generation number from
   // being reused (next_gen_ above accounts for it).
   if (dirty) {
-    st = FromRocks(db_->Write(wo, &wb), dir_ + ": deleting stale generations");
+    st = Persist(db_.get(), opts_.sync, &wb, dir_ + ": deleting stale generations");
     if (!st.ok()) return st;
   }
   return Status::Ok();
@@ -355,9 +555,9 @@ Status SnapshotStore::Write(const SnapshotData& data) {
 
   const uint64_t gen = next_gen_++;
   const uint64_t created = data.created_unix_ms != 0 ? data.created_unix_ms : NowUnixMs();
-  rocksdb::WriteOptions wo;
-  wo.sync = opts_.sync;
-  st = FromRocks(db_->Put(wo, S(kPendingKey), EncodeGen(gen)), dir_ + ": writing pending marker");
+  rocksdb::WriteBatch pending;
+  (void)pending.Put(S(kPendingKey), EncodeGen(gen));
+  st = Persist(db_.get(), opts_.sync, &pending, dir_ + ": writing pending marker");
   if (!st.ok()) return fail(st);
 
   const std::string tmp = (DbPath() / ("gen-" + std::to_string(gen) + ".sst")).string() + std::string(kTmpSuffix);
@@ -367,11 +567,11 @@ Status SnapshotStore::Write(const SnapshotData& data) {
     // Best effort; Open() deletes the orphan if this fails too.
     rocksdb::WriteBatch wb;
     (void)wb.DeleteRange(S(GenKey(gen)), S(GenKey(gen + 1)));
-    (void)db_->Write(rocksdb::WriteOptions(), &wb);
+    (void)Persist(db_.get(), opts_.sync, &wb, dir_ + ": deleting generation " + std::to_string(gen));
     return fail(std::move(why));
   };
 
-  const rocksdb::Options dbo = DbOptions(false);
+  const rocksdb::Options dbo = DbOptions(false, opts_.sync);
   rocksdb::SstFileWriter writer(rocksdb::EnvOptions(dbo), dbo);
   st = FromRocks(writer.Open(tmp), "creating " + tmp);
   if (!st.ok()) return abandon(st);
@@ -422,10 +622,20 @@ Status SnapshotStore::Write(const SnapshotData& data) {
   rocksdb::WriteBatch commit;
   (void)commit.Put(S(kCurrentKey), EncodeManifest(m));
   (void)commit.Delete(S(kPendingKey));
-  st = FromRocks(db_->Write(wo, &commit), dir_ + ": writing manifest of generation " + std::to_string(gen));
-  if (!st.ok()) return abandon(st);
+  bool applied = false;
+  st = Persist(db_.get(), opts_.sync, &commit, dir_ + ": writing manifest of generation " + std::to_string(gen),
+               &applied);
+  if (!applied) return abandon(st);
   const uint64_t old = current_gen_;
   current_gen_ = gen;
+  if (!st.ok()) {
+    // The commit is visible here but not durable: keep generation `old`
+    // for a restart that does not see it.
+    return fail(Status::Unavailable(st.message() + "; generation " + std::to_string(gen) +
+                                    " is current in this process, a restart keeps it only if a later flush succeeds"));
+  }
+  // Best effort: a stale record only weakens Open's check, never fails it.
+  (void)WriteCommitted(DbPath(), gen, opts_.sync);
 
   // Drop older generations; best effort (Open() finishes the job).
   if (old != 0) {
@@ -436,7 +646,11 @@ Status SnapshotStore::Write(const SnapshotData& data) {
     ro.iterate_upper_bound = &es;
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
     it->Seek(bs);
-    if (it->Valid()) (void)db_->DeleteRange(rocksdb::WriteOptions(), db_->DefaultColumnFamily(), bs, es);
+    if (it->Valid()) {
+      rocksdb::WriteBatch wb;
+      (void)wb.DeleteRange(bs, es);
+      (void)Persist(db_.get(), opts_.sync, &wb, dir_ + ": deleting old generations");
+    }
   }
 
   stats_->last_bytes.store(info.file_size, std::memory_order_relaxed);

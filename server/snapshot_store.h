@@ -4,8 +4,8 @@
 // snapshot_format.h). All chunks of G are streamed into one SST file
 // (rocksdb::SstFileWriter, fsynced on Finish) and ingested with
 // IngestExternalFile (hard link + synced MANIFEST edit: all or nothing).
-// Only then is the manifest key "kvidx/current" -> G written with a synced
-// WAL write; that single key write is the commit point. Older generations
+// Only then is the manifest key "kvidx/current" -> G written and flushed;
+// the flush's synced MANIFEST edit is the commit point. Older generations
 // are then dropped (DeleteFilesInRange drops their SST files outright,
 // DeleteRange covers the rest). A crash before the commit leaves G-1 current
 // and G an orphan, which Open() deletes; a crash after it leaves G complete.
@@ -13,6 +13,29 @@
 // ~150 MB; through WAL + memtable it would be written twice and then
 // compacted again, competing with ingest for the two cores; an ingested
 // file at the bottom level is written once and deleted whole.
+//
+// No write-ahead log. The store's own keys (format record, manifest key,
+// pending marker, deletions) bypass RocksDB's WAL and are flushed to an SST
+// file before anything relies on them; Open() also flushes whatever it
+// recovered from a WAL left by an earlier kvidx. Why: RocksDB's Close()
+// does not flush while the WAL is on, so such keys would live only in the
+// WAL at rest, and a damaged or truncated WAL would then lose e.g. the
+// manifest key -- and with it, silently, the snapshot. With nothing in the
+// WAL, RocksDB can open it with kAbsoluteConsistency: any damage to a
+// WAL (a flipped byte, a truncated record) is a Corruption naming the file,
+// and no crash can leave a torn record there. (StoreOptions::sync = false
+// gives all this up.)
+//
+// Lost commits. RocksDB also drops a truncated tail of its MANIFEST without
+// an error (a crash may tear the last edit), and the last edit may be a
+// commit. So after each commit the store records the generation in
+// "<dir>/rocksdb/kvidx-committed" (temp file + rename, synced). Open()
+// checks, through a read-only open (no file of the store changes), that
+// the manifest key is at least that generation, and refuses the directory
+// otherwise -- before the read-write open, which would delete the SST
+// files the damaged MANIFEST no longer lists. The record trails the commit, so a crash
+// between the two leaves it older, never newer; a store without it (none
+// committed yet) is not checked.
 //
 // Directory. The RocksDB lives in "<dir>/rocksdb". Besides it, "<dir>" may
 // hold "lost+found" (a fresh ext4 volume) and "corrupt-*" (contents moved
@@ -31,10 +54,13 @@
 //
 // Errors. Corruption names the file/key/chunk and what is wrong (RocksDB
 // open failures such as a truncated MANIFEST/CURRENT/SST are passed on with
-// the directory named; a store without CURRENT, or a non-empty directory
-// without a store, is never recreated over). FailedPrecondition: a format version this build does not
-// know. Unavailable: I/O errors that are not about the contents (lock held
-// by another process, permissions). With OnCorrupt::kStartEmpty, a
+// the directory named, a damaged WAL with the WAL named; a CURRENT naming a
+// MANIFEST that is not there, or any other file of the store reported
+// missing, is Corruption too, not an I/O error; a store without CURRENT, or
+// a non-empty directory without a store, is never recreated over).
+// FailedPrecondition: a format version this build does not know.
+// Unavailable: I/O errors that are not about the contents (lock held by
+// another process, permissions). With OnCorrupt::kStartEmpty, a
 // Corruption or FailedPrecondition from Open() or LoadLatest() instead moves
 // the directory aside to "<dir>.corrupt-<unix seconds>", starts empty,
 // counts it in stats().corrupt_start_empty_total and keeps the reason in
@@ -85,8 +111,10 @@ enum class OnCorrupt : uint8_t {
 struct StoreOptions {
   OnCorrupt on_corrupt = OnCorrupt::kFail;
   uint32_t owners_per_chunk = kDefaultOwnersPerChunk;  // records per owner chunk value
-  // fsync the SST and the manifest write. Off only for tests that do not
-  // test crash safety; crash safety needs it on.
+  // Make every write durable (fsynced SST, flushed keys) before it is
+  // relied on. Off only for tests that do not test crash safety: the small
+  // keys then go through an unsynced, unflushed WAL, so a power loss can
+  // lose the latest snapshot and a truncated WAL can lose it silently.
   bool sync = true;
   // kStartEmpty moves a bad directory aside by renaming "<dir>" to
   // "<dir>.corrupt-<unix seconds>". When "<dir>" cannot be renamed (a volume
@@ -127,7 +155,10 @@ class SnapshotStore {
   SnapshotStore& operator=(const SnapshotStore&) = delete;
 
   // Persists `data` as the new current snapshot. On any error the previous
-  // snapshot stays current. InvalidArgument if Validate(data) fails.
+  // snapshot stays current, except when only the flush of the commit fails
+  // (Unavailable, saying so): the new one is then current in this process,
+  // and after a restart one of the two is, never neither.
+  // InvalidArgument if Validate(data) fails.
   // created_unix_ms == 0 is replaced by the wall clock.
   Status Write(const SnapshotData& data);
 

@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "index/block_index.h"
@@ -93,6 +97,57 @@ inline SnapshotData SyntheticSnapshot(uint64_t k, size_t owners, uint32_t n_sour
     return a.source < b.source;
   });
   return d;
+}
+
+// Files directly in `dir` whose names start with `prefix` and end with `suffix`.
+inline std::vector<std::filesystem::path> FilesEndingWith(const std::string& dir, std::string_view suffix,
+                                                          std::string_view prefix = "") {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.ends_with(suffix) && n.starts_with(prefix)) out.push_back(e.path());
+  }
+  return out;
+}
+
+inline std::filesystem::path Largest(const std::vector<std::filesystem::path>& files) {
+  std::filesystem::path best;
+  uintmax_t size = 0;
+  for (const auto& f : files) {
+    if (std::filesystem::file_size(f) >= size) {
+      size = std::filesystem::file_size(f);
+      best = f;
+    }
+  }
+  return best;
+}
+
+// XORs `n` bytes of `f` from `offset` with 0x10 (each one changes).
+inline void FlipBytes(const std::filesystem::path& f, uintmax_t offset, size_t n) {
+  std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+  for (size_t i = 0; i < n; ++i) {
+    io.seekg(static_cast<std::streamoff>(offset + i));
+    char c = 0;
+    io.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    io.seekp(static_cast<std::streamoff>(offset + i));
+    io.write(&c, 1);
+  }
+}
+inline void FlipByte(const std::filesystem::path& f, uintmax_t offset) { FlipBytes(f, offset, 1); }
+
+// Name -> contents of every file under `dir` except RocksDB's own info logs
+// (LOG, LOG.old.*), which any open attempt appends to: what a refused open
+// must leave exactly as it was.
+inline std::map<std::string, std::string> FileContents(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name == "LOG" || name.starts_with("LOG.old")) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    out[e.path().string()] = std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return out;
 }
 
 }  // namespace kvidx::snapshot::testing

@@ -19,6 +19,9 @@ namespace kvidx::snapshot {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::FilesEndingWith;
+using testing::FlipByte;
+using testing::Largest;
 using testing::SyntheticSnapshot;
 using testing::TempDir;
 
@@ -80,37 +83,6 @@ std::unique_ptr<rocksdb::DB> RawOpen(const std::string& dir) {
   rocksdb::Status s = rocksdb::DB::Open(rocksdb::Options(), dir + "/rocksdb", &db);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return std::unique_ptr<rocksdb::DB>(db);
-}
-
-std::vector<fs::path> FilesEndingWith(const std::string& dir, std::string_view suffix, std::string_view prefix = "") {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::string n = e.path().filename().string();
-    if (n.ends_with(suffix) && n.starts_with(prefix)) out.push_back(e.path());
-  }
-  return out;
-}
-
-fs::path Largest(const std::vector<fs::path>& files) {
-  fs::path best;
-  uintmax_t size = 0;
-  for (const auto& f : files) {
-    if (fs::file_size(f) >= size) {
-      size = fs::file_size(f);
-      best = f;
-    }
-  }
-  return best;
-}
-
-void FlipByte(const fs::path& f, uintmax_t offset) {
-  std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
-  io.seekg(static_cast<std::streamoff>(offset));
-  char c = 0;
-  io.read(&c, 1);
-  c = static_cast<char>(c ^ 0x10);
-  io.seekp(static_cast<std::streamoff>(offset));
-  io.write(&c, 1);
 }
 
 bool Contains(const Status& st, std::string_view what) { return st.message().find(what) != std::string::npos; }
