@@ -2,22 +2,9 @@
 
 #include <algorithm>
 
-#include <grpcpp/security/auth_context.h>
-
 #include "server/kv_index_service.h"
 
 namespace kvidx::server {
-
-namespace {
-
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return d == 0;
-}
-
-}  // namespace
 
 Result<EngineEntry> EngineFromSpec(const v1::EngineSpec& spec) {
   EngineEntry e;
@@ -45,35 +32,11 @@ Result<EngineEntry> EngineFromSpec(const v1::EngineSpec& spec) {
 AdminService::AdminService(Node* node, AdminAuth auth, RpcMetrics* metrics, SnapshotFn snapshot)
     : node_(node), auth_(std::move(auth)), metrics_(metrics), snapshot_(std::move(snapshot)) {}
 
-grpc::Status AdminService::Authorize(const grpc::ServerContext* ctx) const {
-  if (!auth_.token.empty()) {
-    const auto& md = ctx->client_metadata();
-    auto it = md.find("authorization");
-    if (it != md.end()) {
-      std::string_view v(it->second.data(), it->second.size());
-      constexpr std::string_view kBearer = "Bearer ";
-      if (v.substr(0, kBearer.size()) == kBearer && ConstantTimeEquals(v.substr(kBearer.size()), auth_.token)) {
-        return grpc::Status::OK;
-      }
-      return {grpc::StatusCode::UNAUTHENTICATED, "authorization: invalid bearer token"};
-    }
-  }
-  if (auth_.mtls) {
-    std::shared_ptr<const grpc::AuthContext> ac = ctx->auth_context();
-    if (ac && ac->IsPeerAuthenticated()) return grpc::Status::OK;
-  }
-  if (auth_.token.empty() && !auth_.mtls) {
-    return {grpc::StatusCode::UNAUTHENTICATED,
-            "admin API disabled: configure grpc.admin_token_file or an mTLS client CA"};
-  }
-  return {grpc::StatusCode::UNAUTHENTICATED, "admin call needs a bearer token or an mTLS client certificate"};
-}
-
-#define KVIDX_ADMIN_PROLOGUE(method)                 \
-  RpcTimer timer(metrics_, method);                  \
-  if (grpc::Status a = Authorize(ctx); !a.ok()) {    \
-    timer.set_code(a.error_code());                  \
-    return a;                                        \
+#define KVIDX_ADMIN_PROLOGUE(method)                             \
+  RpcTimer timer(metrics_, method);                              \
+  if (grpc::Status a = CheckCredentials(*ctx, auth_); !a.ok()) { \
+    timer.set_code(a.error_code());                              \
+    return a;                                                    \
   }
 
 grpc::Status AdminService::AddEngine(grpc::ServerContext* ctx, const v1::AddEngineRequest* req,
