@@ -6,6 +6,13 @@
 
 namespace kvidx::server {
 
+namespace {
+
+// Admin requests are a few names and numbers; this is generous.
+constexpr uint64_t kAdminParsedBytes = 4 << 20;
+
+}  // namespace
+
 Result<EngineEntry> EngineFromSpec(const v1::EngineSpec& spec) {
   EngineEntry e;
   if (spec.replica().empty()) return Status::InvalidArgument("engine.replica: required");
@@ -30,7 +37,43 @@ Result<EngineEntry> EngineFromSpec(const v1::EngineSpec& spec) {
 }
 
 AdminService::AdminService(Node* node, AdminAuth auth, RpcMetrics* metrics, SnapshotFn snapshot)
-    : node_(node), auth_(std::move(auth)), metrics_(metrics), snapshot_(std::move(snapshot)) {}
+    : node_(node), auth_(std::move(auth)), metrics_(metrics), snapshot_(std::move(snapshot)) {
+  // Indexes are the methods' order in kvidx.proto. Streamed unary keeps the
+  // synchronous threads (AddEngine and snapshots block) while the handler
+  // sees the raw bytes.
+  MarkMethodStreamed(0, Scanned(RpcMethod::kAddEngine, &AdminService::AddEngine));
+  MarkMethodStreamed(1, Scanned(RpcMethod::kRemoveEngine, &AdminService::RemoveEngine));
+  MarkMethodStreamed(2, Scanned(RpcMethod::kListSources, &AdminService::ListSources));
+  MarkMethodStreamed(3, Scanned(RpcMethod::kTriggerSnapshot, &AdminService::TriggerSnapshot));
+  MarkMethodStreamed(4, Scanned(RpcMethod::kResync, &AdminService::Resync));
+}
+
+template <class Req, class Resp>
+grpc::internal::MethodHandler* AdminService::Scanned(
+    RpcMethod method, grpc::Status (AdminService::*fn)(grpc::ServerContext*, const Req*, Resp*)) {
+  using Stream = grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>;
+  return new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+      [this, method, fn](grpc::ServerContext* ctx, Stream* stream) -> grpc::Status {
+        Req req;
+        grpc::Status s = CheckCredentials(*ctx, auth_);
+        if (s.ok()) {
+          grpc::ByteBuffer in;
+          grpc::Slice bytes;
+          s = stream->Read(&in) ? ParseRequest(ContiguousBytes(in, &bytes), {kAdminParsedBytes, {}, nullptr}, &req)
+                                : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request: no message");
+        }
+        if (!s.ok()) {
+          metrics_->Record(method, s.error_code(), std::chrono::nanoseconds(0));
+          return s;
+        }
+        Resp resp;
+        if (s = (this->*fn)(ctx, &req, &resp); !s.ok()) return s;
+        grpc::ByteBuffer out;
+        if (s = SerializeResponse(resp, &out); !s.ok()) return s;
+        stream->Write(out);
+        return grpc::Status::OK;
+      });
+}
 
 #define KVIDX_ADMIN_PROLOGUE(method)                             \
   RpcTimer timer(metrics_, method);                              \

@@ -1,7 +1,10 @@
 // AdminService: kvidx.v1.KvIndexAdmin (engines, sources, snapshots,
 // resync) and the credential check every admin call passes first.
 //
-// Credentials: CheckCredentials (server/credentials.h) on every call.
+// Credentials: CheckCredentials (server/credentials.h) on every call,
+// before the request is read. Requests are then read as raw bytes and
+// scanned (request_scan.h): bytes that are not the request message get
+// INVALID_ARGUMENT and are counted like every other outcome.
 //
 // Thread-safety: handlers run on gRPC threads; Node serialises control
 // calls. `node`, `metrics` and `snapshot` outlive the service.
@@ -13,6 +16,7 @@
 #include "kvidx/v1/kvidx.grpc.pb.h"
 #include "server/credentials.h"
 #include "server/node.h"
+#include "server/request_scan.h"
 #include "server/rpc_metrics.h"
 
 namespace kvidx::server {
@@ -33,6 +37,12 @@ class AdminService final : public v1::KvIndexAdmin::Service {
   grpc::Status Resync(grpc::ServerContext* ctx, const v1::ResyncRequest* req, v1::ResyncResponse* resp) override;
 
  private:
+  // A handler that authenticates, reads and parses the request, then calls
+  // `fn` (the typed method above) and writes its response.
+  template <class Req, class Resp>
+  grpc::internal::MethodHandler* Scanned(RpcMethod method,
+                                         grpc::Status (AdminService::*fn)(grpc::ServerContext*, const Req*, Resp*));
+
   Node* node_;
   const AdminAuth auth_;
   RpcMetrics* metrics_;
