@@ -183,6 +183,23 @@ grpc::Status Scanner::Unknown(WireFormatLite::WireType wt, uint32_t tag) {
   return grpc::Status::OK;
 }
 
+// The top-level varint `echo`, read on its own when the scan stopped
+// before reaching it (fields are usually written in number order, the
+// request_id last). 0 if absent or unreadable.
+uint64_t FindEcho(std::string_view wire, const FieldDescriptor* echo) {
+  CodedInputStream in(reinterpret_cast<const uint8_t*>(wire.data()), static_cast<int>(wire.size()));
+  uint64_t value = 0;
+  for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+    if (WireFormatLite::GetTagFieldNumber(tag) == echo->number() &&
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_VARINT) {
+      if (!in.ReadVarint64(&value)) return 0;
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return value;
+    }
+  }
+  return value;
+}
+
 }  // namespace
 
 grpc::Status ScanRequest(std::string_view wire, const Descriptor* type, const ScanLimits& limits, ScanResult* result) {
@@ -195,7 +212,7 @@ grpc::Status ScanRequest(std::string_view wire, const Descriptor* type, const Sc
   grpc::Status s = scanner.Run();
   if (result != nullptr) {
     result->parsed_bytes = scanner.cost();
-    result->echo = scanner.echo();
+    result->echo = s.ok() || limits.echo == nullptr ? scanner.echo() : FindEcho(wire, limits.echo);
   }
   return s;
 }

@@ -46,8 +46,9 @@ struct FieldCap {
 struct ScanLimits {
   uint64_t max_parsed_bytes = 0;
   std::vector<FieldCap> caps;
-  // When set, the value of this top-level varint field is reported (a
-  // request_id, so a refused query of a batch still carries its id).
+  // When set, the value of this top-level varint field is reported, also
+  // for a refused request (a request_id: a refused query of a batch still
+  // carries its id).
   const google::protobuf::FieldDescriptor* echo = nullptr;
 };
 
