@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/kv_index_service.h"
+#include "server/request_scan.h"
 
 namespace kvidx::server {
 
@@ -58,8 +59,7 @@ grpc::internal::MethodHandler* AdminService::Scanned(
         grpc::Status s = CheckCredentials(*ctx, auth_);
         if (s.ok()) {
           grpc::ByteBuffer in;
-          grpc::Slice bytes;
-          s = stream->Read(&in) ? ParseRequest(ContiguousBytes(in, &bytes), {kAdminParsedBytes, {}, nullptr}, &req)
+          s = stream->Read(&in) ? ParseRequest(in, {kAdminParsedBytes, {}, nullptr}, &req)
                                 : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request: no message");
         }
         if (!s.ok()) {

@@ -16,7 +16,6 @@
 #include "kvidx/v1/kvidx.grpc.pb.h"
 #include "server/credentials.h"
 #include "server/node.h"
-#include "server/request_scan.h"
 #include "server/rpc_metrics.h"
 
 namespace kvidx::server {

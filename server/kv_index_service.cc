@@ -1,6 +1,7 @@
 #include "server/kv_index_service.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
 #include "index/block_hasher.h"
 #include "index/prefix_match.h"
@@ -55,14 +57,16 @@ grpc::Status UnknownModel(const std::string& name) {
   return {grpc::StatusCode::NOT_FOUND, "model: unknown model " + Quote(name)};
 }
 
-// The queries of a FindPrefixBatchRequest as wire slices, without parsing
-// them; `n` counts them all, only the first `max` are kept. Fields other
-// than `queries` are skipped (nothing of them is kept).
-grpc::Status SplitBatch(std::string_view wire, uint64_t max, std::vector<std::string_view>* queries, uint64_t* n) {
+// Calls `on_query(in, length)` for each query of a FindPrefixBatchRequest
+// as gRPC received it, which must consume exactly `length` bytes. Other
+// fields are skipped (nothing of them is kept).
+template <class OnQuery>
+grpc::Status ForEachQuery(const grpc::ByteBuffer& wire, OnQuery on_query) {
   using google::protobuf::internal::WireFormatLite;
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(wire.data()),
-                                            static_cast<int>(wire.size()));
-  in.PushLimit(static_cast<int>(wire.size()));
+  grpc::ByteBuffer ref(wire);  // shares the slices
+  grpc::ProtoBufferReader reader(&ref);
+  google::protobuf::io::CodedInputStream in(&reader);
+  in.PushLimit(static_cast<int>(std::min<size_t>(wire.Length(), std::numeric_limits<int>::max())));
   auto bad = [&](const char* what) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string("request: not a valid ") +
                                                                  "kvidx.v1.FindPrefixBatchRequest (" + what +
@@ -83,9 +87,8 @@ grpc::Status SplitBatch(std::string_view wire, uint64_t max, std::vector<std::st
     }
     uint32_t len = 0;
     if (!in.ReadVarint32(&len)) return bad("truncated length");
-    const int at = in.CurrentPosition();
-    if (!in.Skip(static_cast<int>(len))) return bad("length past the end");
-    if (++*n <= max) queries->push_back(wire.substr(static_cast<size_t>(at), len));
+    if (static_cast<int64_t>(len) > in.BytesUntilLimit()) return bad("length past the end");
+    if (!on_query(in, len)) return bad("truncated query");
   }
 }
 
@@ -163,8 +166,7 @@ grpc::ServerUnaryReactor* KvIndexService::Serve(grpc::CallbackServerContext* ctx
   {
     RpcTimer timer(metrics_, method);
     s = Authorize(*ctx);
-    grpc::Slice bytes;
-    if (s.ok()) s = ParseRequest(ContiguousBytes(in, &bytes), limits, req);
+    if (s.ok()) s = ParseRequest(in, limits, req);
     if (s.ok()) s = answer();
     if (s.ok()) s = SerializeResponse(*resp, out);
     s = BoundedStatus(s);
@@ -328,8 +330,7 @@ grpc::ServerUnaryReactor* KvIndexService::FindPrefixBatch(grpc::CallbackServerCo
     RpcTimer timer(metrics_, RpcMethod::kFindPrefixBatch);
     s = Authorize(*ctx);
     v1::FindPrefixBatchResponse r;
-    grpc::Slice bytes;
-    if (s.ok()) s = BatchAnswer(ctx, ContiguousBytes(*req, &bytes), &r);
+    if (s.ok()) s = BatchAnswer(ctx, *req, &r);
     if (s.ok()) s = SerializeResponse(r, resp);
     s = BoundedStatus(s);
     timer.set_code(s.error_code());
@@ -339,21 +340,27 @@ grpc::ServerUnaryReactor* KvIndexService::FindPrefixBatch(grpc::CallbackServerCo
   return reactor;
 }
 
-grpc::Status KvIndexService::BatchAnswer(const grpc::ServerContextBase* ctx, std::string_view wire,
+grpc::Status KvIndexService::BatchAnswer(const grpc::ServerContextBase* ctx, const grpc::ByteBuffer& wire,
                                          v1::FindPrefixBatchResponse* resp) const {
-  std::vector<std::string_view> queries;
+  // First pass: framing and the query count, nothing copied.
   uint64_t n = 0;
-  if (grpc::Status s = SplitBatch(wire, limits_.max_batch_queries, &queries, &n); !s.ok()) return s;
+  grpc::Status s = ForEachQuery(wire, [&](google::protobuf::io::CodedInputStream& in, uint32_t len) {
+    ++n;
+    return in.Skip(static_cast<int>(len));
+  });
+  if (!s.ok()) return s;
   if (n > limits_.max_batch_queries) {
     return Exhausted("queries: " + std::to_string(n) + " queries exceed the limit of " +
                      std::to_string(limits_.max_batch_queries) + " (grpc.max_batch_queries)");
   }
-  // One query parsed at a time: the batch never exists as objects.
+  // Second pass: one query copied out and parsed at a time.
+  std::string bytes;
   v1::FindPrefixRequest q;
-  for (std::string_view bytes : queries) {
+  return ForEachQuery(wire, [&](google::protobuf::io::CodedInputStream& in, uint32_t len) {
+    if (!in.ReadString(&bytes, static_cast<int>(len))) return false;
     v1::FindPrefixResult* r = resp->add_results();
     ScanResult scan;
-    grpc::Status qs = ParseRequest(bytes, query_scan_, &q, &scan);
+    grpc::Status qs = ParseRequest(std::string_view(bytes), query_scan_, &q, &scan);
     r->set_request_id(qs.ok() ? q.request_id() : scan.echo);
     if (qs.ok()) {
       qs = DeadlinePassed(ctx) ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed")
@@ -364,8 +371,8 @@ grpc::Status KvIndexService::BatchAnswer(const grpc::ServerContextBase* ctx, std
       r->set_code(qs.error_code());
       r->set_message(Clamp(qs.error_message()));
     }
-  }
-  return grpc::Status::OK;
+    return true;
+  });
 }
 
 grpc::Status KvIndexService::ServeStream(grpc::ServerContext* ctx,
@@ -382,9 +389,8 @@ grpc::Status KvIndexService::ServeStream(grpc::ServerContext* ctx,
   while (stream->Read(&in)) {
     RpcTimer timer(metrics_, RpcMethod::kFindPrefixStream);
     result.Clear();
-    grpc::Slice bytes;
     ScanResult scan;
-    grpc::Status qs = ParseRequest(ContiguousBytes(in, &bytes), query_scan_, &req, &scan);
+    grpc::Status qs = ParseRequest(in, query_scan_, &req, &scan);
     result.set_request_id(qs.ok() ? req.request_id() : scan.echo);
     if (qs.ok()) qs = Answer(req, result.mutable_response());
     if (!qs.ok()) {

@@ -27,7 +27,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <string_view>
 
 #include "kvidx/v1/kvidx.grpc.pb.h"
 #include "server/config.h"
@@ -72,8 +71,8 @@ class KvIndexService final : public KvIndexServiceBase {
 
   // The query itself, shared by the three FindPrefix forms (and benches).
   grpc::Status Answer(const v1::FindPrefixRequest& req, v1::FindPrefixResponse* resp) const;
-  // A batch from its wire bytes, parsing one query at a time.
-  grpc::Status BatchAnswer(const grpc::ServerContextBase* ctx, std::string_view wire,
+  // A batch from its wire bytes as received, parsing one query at a time.
+  grpc::Status BatchAnswer(const grpc::ServerContextBase* ctx, const grpc::ByteBuffer& wire,
                            v1::FindPrefixBatchResponse* resp) const;
 
   uint64_t queries() const { return queries_.load(std::memory_order_relaxed); }

@@ -1,11 +1,13 @@
 #include "server/request_scan.h"
 
+#include <algorithm>
 #include <array>
 #include <limits>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
 namespace kvidx::server {
 
@@ -186,8 +188,7 @@ grpc::Status Scanner::Unknown(WireFormatLite::WireType wt, uint32_t tag) {
 // The top-level varint `echo`, read on its own when the scan stopped
 // before reaching it (fields are usually written in number order, the
 // request_id last). 0 if absent or unreadable.
-uint64_t FindEcho(std::string_view wire, const FieldDescriptor* echo) {
-  CodedInputStream in(reinterpret_cast<const uint8_t*>(wire.data()), static_cast<int>(wire.size()));
+uint64_t FindEcho(CodedInputStream& in, const FieldDescriptor* echo) {
   uint64_t value = 0;
   for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
     if (WireFormatLite::GetTagFieldNumber(tag) == echo->number() &&
@@ -200,36 +201,72 @@ uint64_t FindEcho(std::string_view wire, const FieldDescriptor* echo) {
   return value;
 }
 
-}  // namespace
+grpc::Status NotParsed(const google::protobuf::Message& m) {
+  return {grpc::StatusCode::INVALID_ARGUMENT,
+          "request: not a valid " + m.GetDescriptor()->full_name() + " (invalid UTF-8 in a string field?)"};
+}
 
-grpc::Status ScanRequest(std::string_view wire, const Descriptor* type, const ScanLimits& limits, ScanResult* result) {
-  if (wire.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+// The scan over `size` bytes of `in`; `rewind` gives a fresh stream over
+// the same bytes for the echo pass.
+template <class Rewind>
+grpc::Status Scan(CodedInputStream* in, size_t size, Rewind rewind, const Descriptor* type, const ScanLimits& limits,
+                  ScanResult* result) {
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return {grpc::StatusCode::RESOURCE_EXHAUSTED, "request: larger than 2 GiB"};
   }
-  CodedInputStream in(reinterpret_cast<const uint8_t*>(wire.data()), static_cast<int>(wire.size()));
-  in.PushLimit(static_cast<int>(wire.size()));
-  Scanner scanner(type, limits, &in);
+  in->PushLimit(static_cast<int>(size));
+  Scanner scanner(type, limits, in);
   grpc::Status s = scanner.Run();
   if (result != nullptr) {
     result->parsed_bytes = scanner.cost();
-    result->echo = s.ok() || limits.echo == nullptr ? scanner.echo() : FindEcho(wire, limits.echo);
+    result->echo = s.ok() || limits.echo == nullptr ? scanner.echo() : rewind([&](CodedInputStream& again) {
+      return FindEcho(again, limits.echo);
+    });
   }
   return s;
+}
+
+}  // namespace
+
+grpc::Status ScanRequest(std::string_view wire, const Descriptor* type, const ScanLimits& limits, ScanResult* result) {
+  auto open = [&] {
+    return CodedInputStream(reinterpret_cast<const uint8_t*>(wire.data()),
+                            static_cast<int>(std::min<size_t>(wire.size(), std::numeric_limits<int>::max())));
+  };
+  CodedInputStream in = open();
+  return Scan(&in, wire.size(), [&](auto fn) {
+    CodedInputStream again = open();
+    return fn(again);
+  }, type, limits, result);
+}
+
+grpc::Status ScanRequest(const grpc::ByteBuffer& wire, const Descriptor* type, const ScanLimits& limits,
+                         ScanResult* result) {
+  grpc::ByteBuffer ref(wire);  // shares the slices
+  grpc::ProtoBufferReader reader(&ref);
+  CodedInputStream in(&reader);
+  return Scan(&in, wire.Length(), [&](auto fn) {
+    grpc::ByteBuffer ref2(wire);
+    grpc::ProtoBufferReader reader2(&ref2);
+    CodedInputStream again(&reader2);
+    return fn(again);
+  }, type, limits, result);
 }
 
 grpc::Status ParseRequest(std::string_view wire, const ScanLimits& limits, google::protobuf::Message* out,
                           ScanResult* result) {
   if (grpc::Status s = ScanRequest(wire, out->GetDescriptor(), limits, result); !s.ok()) return s;
-  if (!out->ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
-    return {grpc::StatusCode::INVALID_ARGUMENT,
-            "request: not a valid " + out->GetDescriptor()->full_name() + " (invalid UTF-8 in a string field?)"};
-  }
+  if (!out->ParseFromArray(wire.data(), static_cast<int>(wire.size()))) return NotParsed(*out);
   return grpc::Status::OK;
 }
 
-std::string_view ContiguousBytes(const grpc::ByteBuffer& buffer, grpc::Slice* storage) {
-  if (!buffer.TrySingleSlice(storage).ok() && !buffer.DumpToSingleSlice(storage).ok()) return {};
-  return {reinterpret_cast<const char*>(storage->begin()), storage->size()};
+grpc::Status ParseRequest(const grpc::ByteBuffer& wire, const ScanLimits& limits, google::protobuf::Message* out,
+                          ScanResult* result) {
+  if (grpc::Status s = ScanRequest(wire, out->GetDescriptor(), limits, result); !s.ok()) return s;
+  grpc::ByteBuffer ref(wire);
+  grpc::ProtoBufferReader reader(&ref);
+  if (!out->ParseFromZeroCopyStream(&reader)) return NotParsed(*out);
+  return grpc::Status::OK;
 }
 
 grpc::Status SerializeResponse(const google::protobuf::Message& msg, grpc::ByteBuffer* out) {

@@ -57,16 +57,18 @@ struct ScanResult {
   uint64_t echo = 0;
 };
 
+// The request's bytes, contiguous or as gRPC received them (read in
+// place, never copied).
 grpc::Status ScanRequest(std::string_view wire, const google::protobuf::Descriptor* type, const ScanLimits& limits,
                          ScanResult* result = nullptr);
+grpc::Status ScanRequest(const grpc::ByteBuffer& wire, const google::protobuf::Descriptor* type,
+                         const ScanLimits& limits, ScanResult* result = nullptr);
 
 // ScanRequest, then parses into `out` (cleared first).
 grpc::Status ParseRequest(std::string_view wire, const ScanLimits& limits, google::protobuf::Message* out,
                           ScanResult* result = nullptr);
-
-// The bytes of a received message as one contiguous view; `storage` keeps
-// them alive (one copy when gRPC delivered several slices).
-std::string_view ContiguousBytes(const grpc::ByteBuffer& buffer, grpc::Slice* storage);
+grpc::Status ParseRequest(const grpc::ByteBuffer& wire, const ScanLimits& limits, google::protobuf::Message* out,
+                          ScanResult* result = nullptr);
 
 // Serialises a response for a raw method.
 grpc::Status SerializeResponse(const google::protobuf::Message& msg, grpc::ByteBuffer* out);
