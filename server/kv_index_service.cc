@@ -75,7 +75,7 @@ grpc::Status ForEachQuery(const grpc::ByteBuffer& wire, OnQuery on_query) {
   };
   for (;;) {
     const uint32_t tag = in.ReadTag();
-    if (tag == 0) return in.BytesUntilLimit() == 0 ? grpc::Status::OK : bad("invalid tag");
+    if (tag == 0) return in.ConsumedEntireMessage() ? grpc::Status::OK : bad("invalid tag");
     const auto wt = WireFormatLite::GetTagWireType(tag);
     if (wt == WireFormatLite::WIRETYPE_START_GROUP || wt == WireFormatLite::WIRETYPE_END_GROUP) {
       return bad("group (unused by kvidx)");

@@ -90,7 +90,7 @@ grpc::Status Scanner::Message(const Descriptor* d, int depth) {
   for (;;) {
     const uint32_t tag = in_->ReadTag();
     if (tag == 0) {
-      if (in_->BytesUntilLimit() == 0) return grpc::Status::OK;
+      if (in_->ConsumedEntireMessage()) return grpc::Status::OK;
       return Bad("invalid tag");
     }
     const auto wt = WireFormatLite::GetTagWireType(tag);
