@@ -1,12 +1,10 @@
 // AdminService: kvidx.v1.KvIndexAdmin (engines, sources, snapshots,
 // resync) and the credential check every admin call passes first.
 //
-// Credentials: a call is admitted when it carries the configured bearer
-// token ("authorization: Bearer <token>", compared in constant time) or
-// when the connection is mTLS and the client certificate verified against
-// the configured CA. Otherwise UNAUTHENTICATED. With neither a token file
-// nor a client CA configured, admin calls are refused outright: an open
-// admin API must be a deliberate choice, and there is none here.
+// Credentials: CheckCredentials (server/credentials.h) on every call,
+// before the request is read. Requests are then read as raw bytes and
+// scanned (request_scan.h): bytes that are not the request message get
+// INVALID_ARGUMENT and are counted like every other outcome.
 //
 // Thread-safety: handlers run on gRPC threads; Node serialises control
 // calls. `node`, `metrics` and `snapshot` outlive the service.
@@ -16,15 +14,11 @@
 #include <string>
 
 #include "kvidx/v1/kvidx.grpc.pb.h"
+#include "server/credentials.h"
 #include "server/node.h"
 #include "server/rpc_metrics.h"
 
 namespace kvidx::server {
-
-struct AdminAuth {
-  std::string token;       // empty = no token accepted
-  bool mtls = false;       // a verified client certificate admits
-};
 
 class AdminService final : public v1::KvIndexAdmin::Service {
  public:
@@ -42,7 +36,11 @@ class AdminService final : public v1::KvIndexAdmin::Service {
   grpc::Status Resync(grpc::ServerContext* ctx, const v1::ResyncRequest* req, v1::ResyncResponse* resp) override;
 
  private:
-  grpc::Status Authorize(const grpc::ServerContext* ctx) const;
+  // A handler that authenticates, reads and parses the request, then calls
+  // `fn` (the typed method above) and writes its response.
+  template <class Req, class Resp>
+  grpc::internal::MethodHandler* Scanned(RpcMethod method,
+                                         grpc::Status (AdminService::*fn)(grpc::ServerContext*, const Req*, Resp*));
 
   Node* node_;
   const AdminAuth auth_;

@@ -492,6 +492,7 @@ Status ConfigParser::ReadGrpc(const Value& v, GrpcConfig* g) {
       {"listen", [this, g](const Value& f) { return ReadListen(f, /*allow_empty=*/false, &g->listen); }},
       {"tls", [this, g](const Value& f) { return ReadTls(f, &g->tls); }},
       {"admin_token_file", Str(&g->admin_token_file)},
+      {"require_auth_for_reads", Bool(&g->require_auth_for_reads)},
       // gRPC takes these as int.
       {"max_message_bytes", Int(1024, kInt32Max, &g->max_message_bytes)},
       {"max_query_tokens", Int(1, kInt32Max, &g->max_query_tokens)},
@@ -749,6 +750,11 @@ Result<ServerConfig> ConfigParser::Parse(std::string_view yaml) {
   YAML::Mark top = root.Mark();
   if (Status s = ReadTop(Value{root, "", top}, &config); !s.ok()) return s;
   if (Status s = CheckTls(config.grpc.tls, top); !s.ok()) return s;
+  if (config.grpc.require_auth_for_reads && config.grpc.admin_token_file.empty() &&
+      config.grpc.tls.client_ca_file.empty()) {
+    return Error(MarkOf({"grpc.require_auth_for_reads"}, top), "grpc.require_auth_for_reads",
+                 "needs grpc.admin_token_file or grpc.tls.client_ca_file (the credential reads must carry)");
+  }
   if (Status s = CheckModels(config); !s.ok()) return s;
   if (Status s = CheckEngines(config); !s.ok()) return s;
   return config;

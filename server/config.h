@@ -43,6 +43,10 @@ struct GrpcConfig {
   // File holding the admin bearer token (one line). Empty = admin RPCs only
   // with an mTLS client identity (or refused, without mTLS).
   std::string admin_token_file;
+  // Queries (kvidx.v1.KvIndex) need the admin credential too: the token or
+  // an mTLS client certificate (so one of them must be configured), and
+  // server reflection is off. Health stays public for probes.
+  bool require_auth_for_reads = false;
   // Limits. Over a limit: RESOURCE_EXHAUSTED naming the limit.
   uint32_t max_message_bytes = 16 << 20;
   uint32_t max_query_tokens = 1 << 20;     // token ids per query

@@ -1,13 +1,19 @@
 #include "server/kv_index_service.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
 #include "index/block_hasher.h"
 #include "index/prefix_match.h"
+#include "server/error_text.h"
 
 namespace kvidx::server {
 
@@ -47,6 +53,45 @@ bool DeadlinePassed(const grpc::ServerContextBase* ctx) {
   return ctx->deadline() < std::chrono::system_clock::now();
 }
 
+grpc::Status UnknownModel(const std::string& name) {
+  return {grpc::StatusCode::NOT_FOUND, "model: unknown model " + Quote(name)};
+}
+
+// Calls `on_query(in, length)` for each query of a FindPrefixBatchRequest
+// as gRPC received it, which must consume exactly `length` bytes. Other
+// fields are skipped (nothing of them is kept).
+template <class OnQuery>
+grpc::Status ForEachQuery(const grpc::ByteBuffer& wire, OnQuery on_query) {
+  using google::protobuf::internal::WireFormatLite;
+  grpc::ByteBuffer ref(wire);  // shares the slices
+  grpc::ProtoBufferReader reader(&ref);
+  google::protobuf::io::CodedInputStream in(&reader);
+  in.PushLimit(static_cast<int>(std::min<size_t>(wire.Length(), std::numeric_limits<int>::max())));
+  auto bad = [&](const char* what) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string("request: not a valid ") +
+                                                                 "kvidx.v1.FindPrefixBatchRequest (" + what +
+                                                                 " at byte " + std::to_string(in.CurrentPosition()) +
+                                                                 ")");
+  };
+  for (;;) {
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) return in.ConsumedEntireMessage() ? grpc::Status::OK : bad("invalid tag");
+    const auto wt = WireFormatLite::GetTagWireType(tag);
+    if (wt == WireFormatLite::WIRETYPE_START_GROUP || wt == WireFormatLite::WIRETYPE_END_GROUP) {
+      return bad("group (unused by kvidx)");
+    }
+    if (WireFormatLite::GetTagFieldNumber(tag) != v1::FindPrefixBatchRequest::kQueriesFieldNumber ||
+        wt != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      if (!WireFormatLite::SkipField(&in, tag)) return bad("truncated value");
+      continue;
+    }
+    uint32_t len = 0;
+    if (!in.ReadVarint32(&len)) return bad("truncated length");
+    if (static_cast<int64_t>(len) > in.BytesUntilLimit()) return bad("length past the end");
+    if (!on_query(in, len)) return bad("truncated query");
+  }
+}
+
 }  // namespace
 
 v1::SourceState ToProto(SourceState s) {
@@ -61,28 +106,82 @@ v1::SourceState ToProto(SourceState s) {
 }
 
 grpc::Status ToGrpc(const Status& s) {
+  // Node errors quote names from requests (a replica, a source).
+  const std::string msg = Clamp(s.message());
   switch (s.code()) {
     case StatusCode::kOk: return grpc::Status::OK;
-    case StatusCode::kInvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, s.message()};
-    case StatusCode::kNotFound: return {grpc::StatusCode::NOT_FOUND, s.message()};
-    case StatusCode::kOutOfRange: return {grpc::StatusCode::RESOURCE_EXHAUSTED, s.message()};
-    case StatusCode::kCorruption: return {grpc::StatusCode::DATA_LOSS, s.message()};
-    case StatusCode::kUnavailable: return {grpc::StatusCode::UNAVAILABLE, s.message()};
-    case StatusCode::kFailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, s.message()};
-    case StatusCode::kInternal: return {grpc::StatusCode::INTERNAL, s.message()};
+    case StatusCode::kInvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, msg};
+    case StatusCode::kNotFound: return {grpc::StatusCode::NOT_FOUND, msg};
+    case StatusCode::kOutOfRange: return {grpc::StatusCode::RESOURCE_EXHAUSTED, msg};
+    case StatusCode::kCorruption: return {grpc::StatusCode::DATA_LOSS, msg};
+    case StatusCode::kUnavailable: return {grpc::StatusCode::UNAVAILABLE, msg};
+    case StatusCode::kFailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, msg};
+    case StatusCode::kInternal: return {grpc::StatusCode::INTERNAL, msg};
   }
-  return {grpc::StatusCode::UNKNOWN, s.message()};
+  return {grpc::StatusCode::UNKNOWN, msg};
 }
 
 KvIndexService::KvIndexService(const Node* node, const GrpcConfig& limits, RpcMetrics* metrics,
-                               const std::atomic<bool>* serving)
-    : node_(node), limits_(limits), metrics_(metrics), serving_(serving), started_(Clock::now()) {}
+                               const std::atomic<bool>* serving, const AdminAuth* read_auth)
+    : node_(node),
+      limits_(limits),
+      metrics_(metrics),
+      serving_(serving),
+      read_auth_(read_auth),
+      started_(Clock::now()) {
+  // Twice the largest message: room for every legitimate request at the
+  // default limits (1M token ids take 8 MiB parsed), not for amplification.
+  plain_scan_.max_parsed_bytes = 2 * uint64_t{limits_.max_message_bytes};
+  query_scan_.max_parsed_bytes = plain_scan_.max_parsed_bytes;
+  query_scan_.echo = v1::FindPrefixRequest::descriptor()->FindFieldByName("request_id");
+  const std::string tokens = std::to_string(limits_.max_query_tokens);
+  const std::string hashes = std::to_string(limits_.max_query_hashes);
+  query_scan_.caps.push_back({v1::TokenPrompt::descriptor()->FindFieldByName("token_ids"), limits_.max_query_tokens,
+                              "tokens.token_ids: more than " + tokens + " tokens exceed the limit of " + tokens +
+                                  " (grpc.max_query_tokens)"});
+  for (const char* f : {"u64", "digest"}) {
+    query_scan_.caps.push_back({v1::BlockHashes::descriptor()->FindFieldByName(f), limits_.max_query_hashes,
+                                "hashes: more than " + hashes + " hashes exceed the limit of " + hashes +
+                                    " (grpc.max_query_hashes)"});
+  }
+  // The stream stays synchronous (a long-lived call) but reads raw bytes.
+  MarkMethodStreamed(2, new grpc::internal::BidiStreamingHandler<KvIndexService, grpc::ByteBuffer, grpc::ByteBuffer>(
+                            [](KvIndexService* self, grpc::ServerContext* ctx,
+                               grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+                              return self->ServeStream(ctx, stream);
+                            },
+                            this));
+}
+
+grpc::Status KvIndexService::Authorize(const grpc::ServerContextBase& ctx) const {
+  return read_auth_ == nullptr ? grpc::Status::OK : CheckCredentials(ctx, *read_auth_);
+}
+
+template <class AnswerFn>
+grpc::ServerUnaryReactor* KvIndexService::Serve(grpc::CallbackServerContext* ctx, RpcMethod method,
+                                                const grpc::ByteBuffer& in, const ScanLimits& limits,
+                                                google::protobuf::Message* req, google::protobuf::Message* resp,
+                                                grpc::ByteBuffer* out, AnswerFn answer) {
+  grpc::Status s;
+  {
+    RpcTimer timer(metrics_, method);
+    s = Authorize(*ctx);
+    if (s.ok()) s = ParseRequest(in, limits, req);
+    if (s.ok()) s = answer();
+    if (s.ok()) s = SerializeResponse(*resp, out);
+    s = BoundedStatus(s);
+    timer.set_code(s.error_code());
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(s);
+  return reactor;
+}
 
 grpc::Status KvIndexService::Answer(const v1::FindPrefixRequest& req, v1::FindPrefixResponse* resp) const {
   queries_.fetch_add(1, std::memory_order_relaxed);
   if (req.model().empty()) return Invalid("model: required");
   const ModelRuntime* model = node_->FindModel(req.model());
-  if (model == nullptr) return {grpc::StatusCode::NOT_FOUND, "model: unknown model \"" + req.model() + "\""};
+  if (model == nullptr) return UnknownModel(req.model());
   Scratch& sc = TlsScratch();
   sc.keys.clear();
   const bool int_keys = model->config.int_block_hashes;
@@ -215,13 +314,25 @@ grpc::Status KvIndexService::Answer(const v1::FindPrefixRequest& req, v1::FindPr
   return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* KvIndexService::FindPrefix(grpc::CallbackServerContext* ctx,
-                                                     const v1::FindPrefixRequest* req, v1::FindPrefixResponse* resp) {
+grpc::ServerUnaryReactor* KvIndexService::FindPrefix(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                                     grpc::ByteBuffer* resp) {
+  v1::FindPrefixRequest q;
+  v1::FindPrefixResponse r;
+  return Serve(ctx, RpcMethod::kFindPrefix, *req, query_scan_, &q, &r, resp, [&] {
+    return DeadlinePassed(ctx) ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed") : Answer(q, &r);
+  });
+}
+
+grpc::ServerUnaryReactor* KvIndexService::FindPrefixBatch(grpc::CallbackServerContext* ctx,
+                                                          const grpc::ByteBuffer* req, grpc::ByteBuffer* resp) {
   grpc::Status s;
   {
-    RpcTimer timer(metrics_, RpcMethod::kFindPrefix);
-    s = DeadlinePassed(ctx) ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed")
-                            : Answer(*req, resp);
+    RpcTimer timer(metrics_, RpcMethod::kFindPrefixBatch);
+    s = Authorize(*ctx);
+    v1::FindPrefixBatchResponse r;
+    if (s.ok()) s = BatchAnswer(ctx, *req, &r);
+    if (s.ok()) s = SerializeResponse(r, resp);
+    s = BoundedStatus(s);
     timer.set_code(s.error_code());
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -229,73 +340,104 @@ grpc::ServerUnaryReactor* KvIndexService::FindPrefix(grpc::CallbackServerContext
   return reactor;
 }
 
-grpc::ServerUnaryReactor* KvIndexService::FindPrefixBatch(grpc::CallbackServerContext* ctx,
-                                                          const v1::FindPrefixBatchRequest* req,
-                                                          v1::FindPrefixBatchResponse* resp) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(BatchAnswer(ctx, req, resp));
-  return reactor;
-}
-
-grpc::Status KvIndexService::BatchAnswer(const grpc::ServerContextBase* ctx, const v1::FindPrefixBatchRequest* req,
+grpc::Status KvIndexService::BatchAnswer(const grpc::ServerContextBase* ctx, const grpc::ByteBuffer& wire,
                                          v1::FindPrefixBatchResponse* resp) const {
-  RpcTimer timer(metrics_, RpcMethod::kFindPrefixBatch);
-  grpc::Status s = grpc::Status::OK;
-  if (static_cast<uint64_t>(req->queries_size()) > limits_.max_batch_queries) {
-    s = Exhausted("queries: " + std::to_string(req->queries_size()) + " queries exceed the limit of " +
-                  std::to_string(limits_.max_batch_queries) + " (grpc.max_batch_queries)");
-  } else {
-    for (const v1::FindPrefixRequest& q : req->queries()) {
-      v1::FindPrefixResult* r = resp->add_results();
-      r->set_request_id(q.request_id());
-      grpc::Status qs = DeadlinePassed(ctx) ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed")
-                                            : Answer(q, r->mutable_response());
-      if (!qs.ok()) {
-        r->clear_response();
-        r->set_code(qs.error_code());
-        r->set_message(qs.error_message());
-      }
-    }
+  // First pass: framing and the query count, nothing copied.
+  uint64_t n = 0;
+  grpc::Status s = ForEachQuery(wire, [&](google::protobuf::io::CodedInputStream& in, uint32_t len) {
+    ++n;
+    return in.Skip(static_cast<int>(len));
+  });
+  if (!s.ok()) return s;
+  if (n > limits_.max_batch_queries) {
+    return Exhausted("queries: " + std::to_string(n) + " queries exceed the limit of " +
+                     std::to_string(limits_.max_batch_queries) + " (grpc.max_batch_queries)");
   }
-  timer.set_code(s.error_code());
-  return s;
+  // Second pass: one query copied out and parsed at a time.
+  std::string bytes;
+  v1::FindPrefixRequest q;
+  return ForEachQuery(wire, [&](google::protobuf::io::CodedInputStream& in, uint32_t len) {
+    if (!in.ReadString(&bytes, static_cast<int>(len))) return false;
+    v1::FindPrefixResult* r = resp->add_results();
+    ScanResult scan;
+    grpc::Status qs = ParseRequest(std::string_view(bytes), query_scan_, &q, &scan);
+    r->set_request_id(qs.ok() ? q.request_id() : scan.echo);
+    if (qs.ok()) {
+      qs = DeadlinePassed(ctx) ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed")
+                               : Answer(q, r->mutable_response());
+    }
+    if (!qs.ok()) {
+      r->clear_response();
+      r->set_code(qs.error_code());
+      r->set_message(Clamp(qs.error_message()));
+    }
+    return true;
+  });
 }
 
-grpc::Status KvIndexService::FindPrefixStream(
-    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::FindPrefixResult, v1::FindPrefixRequest>* stream) {
+grpc::Status KvIndexService::ServeStream(grpc::ServerContext* ctx,
+                                         grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  if (grpc::Status a = Authorize(*ctx); !a.ok()) {
+    RpcTimer timer(metrics_, RpcMethod::kFindPrefixStream);
+    timer.set_code(a.error_code());
+    return a;
+  }
+  grpc::ByteBuffer in;
+  grpc::ByteBuffer out;
   v1::FindPrefixRequest req;
   v1::FindPrefixResult result;
-  while (stream->Read(&req)) {
+  while (stream->Read(&in)) {
     RpcTimer timer(metrics_, RpcMethod::kFindPrefixStream);
     result.Clear();
-    result.set_request_id(req.request_id());
-    grpc::Status qs = Answer(req, result.mutable_response());
+    ScanResult scan;
+    grpc::Status qs = ParseRequest(in, query_scan_, &req, &scan);
+    result.set_request_id(qs.ok() ? req.request_id() : scan.echo);
+    if (qs.ok()) qs = Answer(req, result.mutable_response());
     if (!qs.ok()) {
       result.clear_response();
       result.set_code(qs.error_code());
-      result.set_message(qs.error_message());
+      result.set_message(Clamp(qs.error_message()));
     }
     timer.set_code(qs.error_code());
-    if (!stream->Write(result)) break;
+    out.Clear();
+    if (!SerializeResponse(result, &out).ok() || !stream->Write(out)) break;
     if (ctx->IsCancelled()) break;
   }
   return grpc::Status::OK;
 }
 
-grpc::Status KvIndexService::ListReplicas(grpc::ServerContext*, const v1::ListReplicasRequest* req,
-                                          v1::ListReplicasResponse* resp) {
-  RpcTimer timer(metrics_, RpcMethod::kListReplicas);
-  if (!req->model().empty() && node_->FindModel(req->model()) == nullptr) {
-    timer.set_code(grpc::StatusCode::NOT_FOUND);
-    return {grpc::StatusCode::NOT_FOUND, "model: unknown model \"" + req->model() + "\""};
-  }
+grpc::ServerUnaryReactor* KvIndexService::ListReplicas(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                                       grpc::ByteBuffer* resp) {
+  v1::ListReplicasRequest q;
+  v1::ListReplicasResponse r;
+  return Serve(ctx, RpcMethod::kListReplicas, *req, plain_scan_, &q, &r, resp,
+               [&] { return ListReplicasAnswer(q, &r); });
+}
+
+grpc::ServerUnaryReactor* KvIndexService::GetStats(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                                   grpc::ByteBuffer* resp) {
+  v1::GetStatsRequest q;
+  v1::GetStatsResponse r;
+  return Serve(ctx, RpcMethod::kGetStats, *req, plain_scan_, &q, &r, resp, [&] { return GetStatsAnswer(&r); });
+}
+
+grpc::ServerUnaryReactor* KvIndexService::GetBlock(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                                   grpc::ByteBuffer* resp) {
+  v1::GetBlockRequest q;
+  v1::GetBlockResponse r;
+  return Serve(ctx, RpcMethod::kGetBlock, *req, plain_scan_, &q, &r, resp, [&] { return GetBlockAnswer(q, &r); });
+}
+
+grpc::Status KvIndexService::ListReplicasAnswer(const v1::ListReplicasRequest& req,
+                                                v1::ListReplicasResponse* resp) const {
+  if (!req.model().empty() && node_->FindModel(req.model()) == nullptr) return UnknownModel(req.model());
   std::map<std::string, v1::ReplicaSummary*> by_replica;
   std::vector<ingest::SourceStatus> sources = node_->ingester().ListSources();
   std::sort(sources.begin(), sources.end(), [](const auto& a, const auto& b) {
     return std::tie(a.spec.replica, a.spec.dp_rank) < std::tie(b.spec.replica, b.spec.dp_rank);
   });
   for (const ingest::SourceStatus& s : sources) {
-    if (!req->model().empty() && s.spec.model != req->model()) continue;
+    if (!req.model().empty() && s.spec.model != req.model()) continue;
     v1::ReplicaSummary*& rs = by_replica[s.spec.replica];
     if (rs == nullptr) {
       rs = resp->add_replicas();
@@ -321,8 +463,7 @@ grpc::Status KvIndexService::ListReplicas(grpc::ServerContext*, const v1::ListRe
   return grpc::Status::OK;
 }
 
-grpc::Status KvIndexService::GetStats(grpc::ServerContext*, const v1::GetStatsRequest*, v1::GetStatsResponse* resp) {
-  RpcTimer timer(metrics_, RpcMethod::kGetStats);
+grpc::Status KvIndexService::GetStatsAnswer(v1::GetStatsResponse* resp) const {
   resp->set_version(KVIDX_VERSION);
   resp->set_uptime_seconds(std::chrono::duration<double>(Clock::now() - started_).count());
   for (const auto& m : node_->models()) {
@@ -363,29 +504,23 @@ grpc::Status KvIndexService::GetStats(grpc::ServerContext*, const v1::GetStatsRe
   return grpc::Status::OK;
 }
 
-grpc::Status KvIndexService::GetBlock(grpc::ServerContext*, const v1::GetBlockRequest* req,
-                                      v1::GetBlockResponse* resp) {
-  RpcTimer timer(metrics_, RpcMethod::kGetBlock);
-  auto fail = [&](grpc::Status s) {
-    timer.set_code(s.error_code());
-    return s;
-  };
-  if (req->model().empty()) return fail(Invalid("model: required"));
-  const ModelRuntime* model = node_->FindModel(req->model());
-  if (model == nullptr) return fail({grpc::StatusCode::NOT_FOUND, "model: unknown model \"" + req->model() + "\""});
-  const v1::BlockHashes& h = req->hash();
-  if (h.u64_size() + h.digest_size() != 1) return fail(Invalid("hash: exactly one hash (u64 or digest) required"));
+grpc::Status KvIndexService::GetBlockAnswer(const v1::GetBlockRequest& req, v1::GetBlockResponse* resp) const {
+  if (req.model().empty()) return Invalid("model: required");
+  const ModelRuntime* model = node_->FindModel(req.model());
+  if (model == nullptr) return UnknownModel(req.model());
+  const v1::BlockHashes& h = req.hash();
+  if (h.u64_size() + h.digest_size() != 1) return Invalid("hash: exactly one hash (u64 or digest) required");
   BlockKey key;
   if (h.u64_size() == 1) {
     key = BlockKey::FromU64(h.u64(0));
   } else {
     const std::string& d = h.digest(0);
-    if (d.empty() || d.size() > 1024) return fail(Invalid("hash.digest[0]: not a digest (1..1024 bytes)"));
+    if (d.empty() || d.size() > 1024) return Invalid("hash.digest[0]: not a digest (1..1024 bytes)");
     key = BlockKey::FromBytes(reinterpret_cast<const uint8_t*>(d.data()), d.size());
   }
   std::vector<OwnerRecord> owners;
-  if (Status s = node_->index().LookupBlock(model->id, key, &owners); !s.ok()) return fail(ToGrpc(s));
-  if (owners.empty()) return fail({grpc::StatusCode::NOT_FOUND, "hash: no source holds this block"});
+  if (Status s = node_->index().LookupBlock(model->id, key, &owners); !s.ok()) return ToGrpc(s);
+  if (owners.empty()) return {grpc::StatusCode::NOT_FOUND, "hash: no source holds this block"};
   for (const OwnerRecord& o : owners) {
     v1::BlockOwner* bo = resp->add_owners();
     if (const SourceInfo* info = node_->sources().Get(o.source)) {

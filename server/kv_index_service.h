@@ -7,9 +7,18 @@
 // without locks: per-thread scratch (keys, digests, PrefixMatch, hasher
 // copies) makes a warm query allocation-free up to the protobuf response.
 //
-// Errors: INVALID_ARGUMENT naming the field, NOT_FOUND for an unknown
-// model, RESOURCE_EXHAUSTED over a configured limit, DEADLINE_EXCEEDED if
-// the deadline passed before the query ran.
+// Requests arrive as raw bytes and pass ScanRequest (request_scan.h)
+// before anything is parsed: counts over the configured limits and
+// requests whose parsed form would pass 2 x grpc.max_message_bytes are
+// refused before memory is spent on them. A batch is parsed one query at a
+// time.
+//
+// Errors: INVALID_ARGUMENT naming the field (or for bytes that are not the
+// request message), NOT_FOUND for an unknown model, RESOURCE_EXHAUSTED over
+// a configured limit, DEADLINE_EXCEEDED if the deadline passed before the
+// query ran, UNAUTHENTICATED without credentials when reads require them
+// (grpc.require_auth_for_reads). Every outcome is counted in RpcMetrics;
+// quoted request values are cut short (error_text.h).
 //
 // Thread-safety: gRPC calls the handlers from many threads; the service
 // holds only const references and atomics. `node` and `metrics` must
@@ -21,54 +30,79 @@
 
 #include "kvidx/v1/kvidx.grpc.pb.h"
 #include "server/config.h"
+#include "server/credentials.h"
 #include "server/node.h"
+#include "server/request_scan.h"
 #include "server/rpc_metrics.h"
 
 namespace kvidx::server {
 
-// FindPrefix and FindPrefixBatch use gRPC's callback API: the answer is
-// computed inline on the thread that read the request (it never blocks and
-// takes microseconds), saving the sync API's hand-off to a handler thread
-// and back -- about half the loopback latency (docs/BENCHMARKS.md). The
-// other methods are rare and stay synchronous.
-using KvIndexServiceBase =
-    v1::KvIndex::WithCallbackMethod_FindPrefix<v1::KvIndex::WithCallbackMethod_FindPrefixBatch<v1::KvIndex::Service>>;
+// The unary methods use gRPC's raw callback API: the answer is computed
+// inline on the thread that read the request (it never blocks and takes
+// microseconds), saving the sync API's hand-off to a handler thread and
+// back -- about half the loopback latency (docs/BENCHMARKS.md) -- and the
+// request is scanned before it is parsed. FindPrefixStream stays
+// synchronous, reading raw messages through a handler installed by the
+// constructor.
+using KvIndexServiceBase = v1::KvIndex::WithRawCallbackMethod_FindPrefix<
+    v1::KvIndex::WithRawCallbackMethod_FindPrefixBatch<v1::KvIndex::WithRawCallbackMethod_ListReplicas<
+        v1::KvIndex::WithRawCallbackMethod_GetStats<v1::KvIndex::WithRawCallbackMethod_GetBlock<v1::KvIndex::Service>>>>>;
 
 class KvIndexService final : public KvIndexServiceBase {
  public:
-  KvIndexService(const Node* node, const GrpcConfig& limits, RpcMetrics* metrics, const std::atomic<bool>* serving);
+  // `read_auth`: null = queries are public; else the credentials every call
+  // must carry. Outlives the service.
+  KvIndexService(const Node* node, const GrpcConfig& limits, RpcMetrics* metrics, const std::atomic<bool>* serving,
+                 const AdminAuth* read_auth = nullptr);
 
-  grpc::ServerUnaryReactor* FindPrefix(grpc::CallbackServerContext* ctx, const v1::FindPrefixRequest* req,
-                                       v1::FindPrefixResponse* resp) override;
-  grpc::ServerUnaryReactor* FindPrefixBatch(grpc::CallbackServerContext* ctx, const v1::FindPrefixBatchRequest* req,
-                                            v1::FindPrefixBatchResponse* resp) override;
-  grpc::Status FindPrefixStream(grpc::ServerContext* ctx,
-                                grpc::ServerReaderWriter<v1::FindPrefixResult, v1::FindPrefixRequest>* stream) override;
-  grpc::Status ListReplicas(grpc::ServerContext* ctx, const v1::ListReplicasRequest* req,
-                            v1::ListReplicasResponse* resp) override;
-  grpc::Status GetStats(grpc::ServerContext* ctx, const v1::GetStatsRequest* req, v1::GetStatsResponse* resp) override;
-  grpc::Status GetBlock(grpc::ServerContext* ctx, const v1::GetBlockRequest* req, v1::GetBlockResponse* resp) override;
+  grpc::ServerUnaryReactor* FindPrefix(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                       grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* FindPrefixBatch(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                            grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* ListReplicas(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                         grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                     grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* GetBlock(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                     grpc::ByteBuffer* resp) override;
+  // FindPrefixStream, one result per raw request message.
+  grpc::Status ServeStream(grpc::ServerContext* ctx,
+                           grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
 
   // The query itself, shared by the three FindPrefix forms (and benches).
   grpc::Status Answer(const v1::FindPrefixRequest& req, v1::FindPrefixResponse* resp) const;
-
-  grpc::Status BatchAnswer(const grpc::ServerContextBase* ctx, const v1::FindPrefixBatchRequest* req,
+  // A batch from its wire bytes as received, parsing one query at a time.
+  grpc::Status BatchAnswer(const grpc::ServerContextBase* ctx, const grpc::ByteBuffer& wire,
                            v1::FindPrefixBatchResponse* resp) const;
 
   uint64_t queries() const { return queries_.load(std::memory_order_relaxed); }
 
  private:
+  grpc::Status ListReplicasAnswer(const v1::ListReplicasRequest& req, v1::ListReplicasResponse* resp) const;
+  grpc::Status GetStatsAnswer(v1::GetStatsResponse* resp) const;
+  grpc::Status GetBlockAnswer(const v1::GetBlockRequest& req, v1::GetBlockResponse* resp) const;
+  // Authenticates, parses `in` into `req` under `limits`, runs `answer`,
+  // serialises `resp` into `out`, counts the outcome as `method`.
+  template <class Answer>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, RpcMethod method, const grpc::ByteBuffer& in,
+                                  const ScanLimits& limits, google::protobuf::Message* req,
+                                  google::protobuf::Message* resp, grpc::ByteBuffer* out, Answer answer);
+  grpc::Status Authorize(const grpc::ServerContextBase& ctx) const;
+
   const Node* node_;
   const GrpcConfig limits_;
   RpcMetrics* metrics_;
   const std::atomic<bool>* serving_;
+  const AdminAuth* read_auth_;
   const std::chrono::steady_clock::time_point started_;
+  ScanLimits query_scan_;   // one FindPrefixRequest
+  ScanLimits plain_scan_;   // the other requests: size only
   mutable std::atomic<uint64_t> queries_{0};
 };
 
 // kvidx::SourceState -> kvidx.v1.SourceState.
 v1::SourceState ToProto(SourceState s);
-// Status -> grpc::Status with the matching code.
+// Status -> grpc::Status with the matching code, its message clamped.
 grpc::Status ToGrpc(const Status& s);
 
 }  // namespace kvidx::server

@@ -7,10 +7,12 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
 #include <spdlog/spdlog.h>
 
 #include "server/admin_service.h"
@@ -44,6 +46,18 @@ std::string Trim(std::string s) {
   return s.substr(i);
 }
 
+// Removes server reflection from one builder: linking grpc++_reflection
+// adds its plugin to every builder of the process.
+class NoReflectionOption final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+      return dynamic_cast<const grpc::reflection::ProtoServerReflectionPlugin*>(p.get()) != nullptr;
+    });
+  }
+};
+
 }  // namespace
 
 struct Server::Impl {
@@ -51,6 +65,7 @@ struct Server::Impl {
   std::unique_ptr<Node> node;
   RpcMetrics rpc_metrics;
   std::atomic<bool> serving{false};
+  AdminAuth read_auth;  // what queries must carry with grpc.require_auth_for_reads
   std::unique_ptr<KvIndexService> query_service;
   std::unique_ptr<AdminService> admin_service;
   std::unique_ptr<grpc::Server> grpc_server;
@@ -166,14 +181,24 @@ Status Server::Start() {
     creds = grpc::InsecureServerCredentials();
   }
 
+  if (gc.require_auth_for_reads && auth.token.empty() && !auth.mtls) {
+    return Status::InvalidArgument(
+        "grpc.require_auth_for_reads: needs grpc.admin_token_file or grpc.tls.client_ca_file");
+  }
+  im.read_auth = auth;
+
   if (Status s = im.node->Start(); !s.ok()) return s;
 
-  im.query_service = std::make_unique<KvIndexService>(im.node.get(), gc, &im.rpc_metrics, &im.serving);
+  im.query_service = std::make_unique<KvIndexService>(im.node.get(), gc, &im.rpc_metrics, &im.serving,
+                                                      gc.require_auth_for_reads ? &im.read_auth : nullptr);
   im.admin_service = std::make_unique<AdminService>(im.node.get(), auth, &im.rpc_metrics,
                                                     [this] { return SnapshotNow(); });
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Reflection describes the public schema only (no data); it is off when
+  // reads need credentials, as it cannot check them.
+  if (gc.require_auth_for_reads) builder.SetOption(std::make_unique<NoReflectionOption>());
   builder.AddListeningPort(gc.listen, creds, &im.grpc_port);
   builder.RegisterService(im.query_service.get());
   builder.RegisterService(im.admin_service.get());

@@ -11,11 +11,14 @@
 #include <sys/wait.h>
 
 #include <cstring>
+#include <future>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <string_view>
+
+#include <grpcpp/generic/generic_stub.h>
 
 #include "common/child_process.h"
 #include "common/http_get.h"
@@ -476,6 +479,66 @@ TEST_F(ServerProcessTest, JsonLogStaysJsonWhenGrpcLogs) {
       << r.err;
   // gRPC's own report is kept, as a JSON line.
   EXPECT_TRUE(AnyContains(msgs, "grpc: ")) << r.err;
+}
+
+// --- Hostile 16 MiB requests: the server's peak RSS stays bounded ---------------
+
+// VmHWM (peak) or VmRSS of `pid`, in bytes.
+uint64_t ProcMemory(pid_t pid, const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stoull(line.substr(key.size() + 1)) * 1024;
+  }
+  return 0;
+}
+
+TEST_F(ServerProcessTest, EightConcurrentSixteenMiBRequestsKeepPeakRssBounded) {
+  ProcConfig pc;
+  pc.metrics = false;
+  Launch(pc);
+  Stubs s = Client();
+  WaitServing(s);
+  const uint64_t idle = ProcMemory(child_->pid(), "VmRSS");
+  // The shapes that amplified most: 8M empty queries in a batch, and one
+  // query of 8M empty multimodal items (~1 GB and ~0.5 GB parsed).
+  std::string batch, items;
+  for (int i = 0; i < (8 << 20); ++i) batch.append("\x0a\x00", 2);
+  for (int i = 0; i < (8 << 20) - 16; ++i) items.append("\x22\x00", 2);
+  std::string query = std::string("\x0a\x01") + kModel + "\x12";
+  for (uint64_t n = items.size(); ; n >>= 7) {
+    if (n < 0x80) {
+      query += static_cast<char>(n);
+      break;
+    }
+    query += static_cast<char>((n & 0x7f) | 0x80);
+  }
+  query += items;
+  grpc::GenericStub stub(s.channel);
+  for (const auto& [method, body] : {std::pair<std::string, const std::string*>{"FindPrefixBatch", &batch},
+                                     {"FindPrefix", &query}}) {
+    constexpr int kCalls = 8;
+    std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
+    std::vector<grpc::ByteBuffer> resps(kCalls);
+    std::vector<std::promise<grpc::Status>> done(kCalls);
+    grpc::Slice slice(*body);
+    const grpc::ByteBuffer req(&slice, 1);
+    for (int i = 0; i < kCalls; ++i) {
+      ctxs.push_back(std::make_unique<grpc::ClientContext>());
+      ctxs.back()->set_deadline(std::chrono::system_clock::now() + 60s);
+      stub.UnaryCall(ctxs.back().get(), "/kvidx.v1.KvIndex/" + method, grpc::StubOptions(), &req, &resps[i],
+                     [&done, i](grpc::Status st) { done[i].set_value(st); });
+    }
+    for (int i = 0; i < kCalls; ++i) {
+      grpc::Status st = done[i].get_future().get();
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << method << ": " << st.error_message();
+    }
+  }
+  const uint64_t peak = ProcMemory(child_->pid(), "VmHWM");
+  std::printf("kvidx-server: idle RSS %llu MiB, peak %llu MiB under 8 x 16 MiB hostile requests\n",
+              static_cast<unsigned long long>(idle >> 20), static_cast<unsigned long long>(peak >> 20));
+  EXPECT_LT(peak - idle, uint64_t{256} << 20) << "peak RSS " << (peak >> 20) << " MiB, idle " << (idle >> 20);
+  EXPECT_EQ(Stop(), 0);
 }
 
 }  // namespace

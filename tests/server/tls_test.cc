@@ -291,6 +291,36 @@ TEST_F(TlsTest, MutualTlsOptionalCertLetsAnyoneQueryButAdminNeedsCertOrToken) {
   EXPECT_EQ(Query(Connect(server_->grpc_port())).error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+TEST_F(TlsTest, RequireAuthForReadsAdmitsAVerifiedCertificateOrTheToken) {
+  ServerConfig cfg = TlsConfig(/*client_ca=*/true, /*require_client_cert=*/false);
+  cfg.grpc.require_auth_for_reads = true;
+  ASSERT_NO_FATAL_FAILURE(StartServer(cfg));
+
+  Stubs trusted = Tls("ca", "client");
+  ASSERT_TRUE(WaitFor([&] {
+    v1::GetStatsResponse st;
+    return Stats(trusted, &st).ok() && st.serving();
+  }));
+  grpc::Status st = Query(trusted);
+  EXPECT_TRUE(st.ok()) << Describe(st);
+
+  Stubs certless = Tls();
+  st = Query(certless);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << Describe(st);
+  v1::GetStatsResponse stats;
+  st = Stats(certless, &stats);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << Describe(st);
+  // The token admits a certless client too.
+  v1::FindPrefixRequest req;
+  req.set_model(kModel);
+  req.mutable_hashes()->add_u64(1);
+  v1::FindPrefixResponse resp;
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+  st = certless.index->FindPrefix(&ctx, req, &resp);
+  EXPECT_TRUE(st.ok()) << Describe(st);
+}
+
 TEST_F(TlsTest, UnreadableTlsFilesFailStartNamingTheKey) {
   struct Case {
     const char* key;
