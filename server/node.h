@@ -126,6 +126,7 @@ class Node {
 
   mutable std::mutex control_mu_;  // engines_, restored_, started_; serialises control calls
   std::map<std::string, EngineEntry, std::less<>> engines_;
+  EngineClaims claims_;  // replicas and streams of engines_ (ValidateEngine)
   // Watermarks from the restored snapshot, by "<replica>/dp<rank>", until
   // Start() has consumed them.
   std::map<std::string, snapshot::SourceWatermark> restored_;
