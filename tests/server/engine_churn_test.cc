@@ -229,5 +229,44 @@ TEST(EngineChurn, CyclesOfNewNamesKeepOnlyTheRetiredIds) {
   EXPECT_LT(kept / rig.node().sources().size(), 1024u) << kept << " bytes of index state for removed sources";
 }
 
+// Manual probe, skipped unless KVIDX_SOAK_SECONDS=N is set: N seconds of
+// constant traffic on four live engines (stores, evictions, queries),
+// printing heap and RSS every 10 s, to tell warm-up from growth.
+TEST(EngineChurn, SoakProbe) {
+  const char* env = getenv("KVIDX_SOAK_SECONDS");
+  if (env == nullptr) GTEST_SKIP();
+  const int seconds = std::atoi(env);
+  TempDir dir;
+  std::vector<std::unique_ptr<sim::SimRank>> ranks;
+  ServerConfig cfg = TestConfig(dir, false);
+  for (int i = 0; i < 4; ++i) {
+    ranks.push_back(MakeRank(std::string("live").append(std::to_string(i))));
+    cfg.engines.push_back(EngineFor(*ranks.back()));
+  }
+  RunningServer s = StartServer(cfg);
+  auto t0 = std::chrono::steady_clock::now();
+  auto next = t0;
+  uint64_t n = 0;
+  std::mt19937_64 rng(1);
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(seconds)) {
+    for (auto& r : ranks) {
+      std::vector<int64_t> p = Prompt(rng() % 5000, 16 * (1 + rng() % 16));
+      (void)r->Serve(p, false);
+      v1::FindPrefixResponse resp;
+      (void)QueryTokens(s.stubs.index.get(), p, &resp);
+      ++n;
+    }
+    if (std::chrono::steady_clock::now() >= next) {
+      malloc_trim(0);
+      std::printf("soak t=%llds requests=%llu heap=%zu KiB rss=%ld KiB\n",
+                  static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(
+                                             std::chrono::steady_clock::now() - t0)
+                                             .count()),
+                  static_cast<unsigned long long>(n), HeapInUse() / 1024, RssKb());
+      next += std::chrono::seconds(10);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvidx::server::testing
