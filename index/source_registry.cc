@@ -20,7 +20,10 @@ Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_
     return it->second;
   }
   size_t n = count_.load(std::memory_order_relaxed);
-  if (n >= kMaxSources) return Status::OutOfRange("too many sources");
+  if (n >= kMaxSources) {
+    return Status::OutOfRange("too many sources: " + std::to_string(kMaxSources) +
+                              " distinct (replica, dp rank) pairs registered; ids of removed sources stay reserved");
+  }
   size_t c = n / kChunk;
   SourceInfo* chunk = chunks_[c].load(std::memory_order_relaxed);
   if (chunk == nullptr) {
