@@ -119,6 +119,14 @@ std::string_view HashAlgoName(HashAlgo algo) {
 
 size_t HashAlgoDigestSize(HashAlgo algo) { return UsesXxhash(algo) ? 16 : 32; }
 
+Status CheckDigestLength(HashAlgo algo, size_t len) {
+  const size_t d = HashAlgoDigestSize(algo);
+  if (len != 0 && len % d == 0 && len <= kMaxDigestBytes) return Status::Ok();
+  return Status::InvalidArgument("length " + std::to_string(len) + " is not a " + std::string(HashAlgoName(algo)) +
+                                 " digest (" + std::to_string(d) + " bytes, or a multiple of " + std::to_string(d) +
+                                 " up to " + std::to_string(kMaxDigestBytes) + " for a concatenated coarse block)");
+}
+
 // ---- BlockDigest -------------------------------------------------------------
 
 std::string BlockDigest::ToHex() const {

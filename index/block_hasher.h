@@ -61,6 +61,12 @@ Result<HashAlgo> ParseHashAlgo(std::string_view name);
 std::string_view HashAlgoName(HashAlgo algo);
 // 32 for SHA-256, 16 for XXH3-128.
 size_t HashAlgoDigestSize(HashAlgo algo);
+// Whether `len` bytes can be a bytes-form block hash an engine using `algo`
+// publishes: one digest, or k concatenated ones (coarse blocks between vLLM
+// #29143 and #45939), at most kMaxDigestBytes. InvalidArgument naming the
+// accepted lengths otherwise.
+inline constexpr size_t kMaxDigestBytes = 1024;
+Status CheckDigestLength(HashAlgo algo, size_t len);
 
 // One block hash: the raw digest (32 or 16 bytes). A default-constructed
 // digest (size 0) stands for "no parent", like vLLM's `None`.

@@ -83,10 +83,33 @@ T& AtModelShard(PerModelShard<T>& v, ModelId m, uint32_t shard_idx) {
   return (*v[m])[shard_idx];
 }
 
+// A source's RecencyHistogram (12 KiB) allocated on its first GPU stamp and
+// freed by Release(), so a source that holds no GPU block, or was removed,
+// costs a pointer. Same calls as the histogram; an absent one is empty.
+class LazyRecencyHistogram {
+ public:
+  void Add(uint32_t stamp) {
+    if (!h_) h_ = std::make_unique<internal::RecencyHistogram>();
+    h_->Add(stamp);
+  }
+  void Remove(uint32_t stamp) {
+    if (h_) h_->Remove(stamp);
+  }
+  double Rank(uint32_t stamp) const { return h_ ? h_->Rank(stamp) : 0; }
+  void Clear() {
+    if (h_) h_->Clear();
+  }
+  void Release() { h_.reset(); }
+  size_t MemoryBytes() const { return h_ ? sizeof(internal::RecencyHistogram) : 0; }
+
+ private:
+  std::unique_ptr<internal::RecencyHistogram> h_;
+};
+
 struct SourceData {
   std::mutex mu;                    // serialises this source's writers
   uint64_t clock = 0;               // recency clock; stamps are clock values (< 2^32)
-  internal::RecencyHistogram gpu_hist;
+  LazyRecencyHistogram gpu_hist;
   // By ModelId, then shard: the records where this source owns something.
   PerModelShard<internal::RecordSet> members;
   internal::SourceCounters counters;
@@ -453,6 +476,38 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
   }
   c.clears.fetch_add(1, std::memory_order_relaxed);
   return Status::Ok();
+}
+
+Status BlockIndex::ReleaseSource(SourceId source) {
+  if (Status s = ClearSource(source, std::nullopt); !s.ok()) return s;
+  SourceData& src = *impl_->GetOrCreateSource(source);
+  std::lock_guard<std::mutex> lock(src.mu);
+  src.gpu_hist.Release();
+  src.members.clear();
+  src.members.shrink_to_fit();
+  src.restoring.clear();
+  src.restoring.shrink_to_fit();
+  src.counters.gpu_capacity.store(0, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+size_t BlockIndex::SourceMemoryBytes(SourceId source) const {
+  SourceData* src = impl_->GetSource(source);
+  if (src == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(src->mu);
+  size_t bytes = sizeof(SourceData) + src->gpu_hist.MemoryBytes();
+  bytes += (src->members.capacity() + src->restoring.capacity()) * sizeof(void*);
+  for (const auto& per_shard : src->members) {
+    if (!per_shard) continue;
+    bytes += sizeof(*per_shard);
+    for (const internal::RecordSet& set : *per_shard) bytes += set.MemoryBytes();
+  }
+  for (const auto& per_shard : src->restoring) {
+    if (!per_shard) continue;
+    bytes += sizeof(*per_shard);
+    for (const std::vector<uint32_t>& v : *per_shard) bytes += v.capacity() * sizeof(uint32_t);
+  }
+  return bytes;
 }
 
 // ------------------------------------------------------------------ metadata

@@ -167,6 +167,13 @@ class BlockIndex {
   // ClearSource(source, Tier::kGpu). Cost is proportional to the source's
   // blocks, done in short steps that never hold up readers.
   Status ClearSource(SourceId source, std::optional<Tier> tier);
+  // For a source that no longer exists: ClearSource of every tier, then frees
+  // the source's working memory (recency histogram, membership sets) and
+  // forgets its capacity. Its counters (~200 bytes) stay, because the id
+  // stays reserved (SourceRegistry) and a source registered again under the
+  // same name continues them. Calls for the source may follow (it is then
+  // simply live again); none may run concurrently, as for every writer call.
+  Status ReleaseSource(SourceId source);
 
   // --- Source metadata ------------------------------------------------------
   void SetSourceState(SourceId source, SourceState state);
@@ -195,6 +202,9 @@ class BlockIndex {
   // --- Stats ------------------------------------------------------------------
   SourceStats GetSourceStats(SourceId source) const;
   RecencyRankHistogram GetEvictionRankHistogram() const;
+  // Heap bytes of the source's per-source state (0 if it never had any);
+  // takes the source's writer mutex: for tests and diagnosis.
+  size_t SourceMemoryBytes(SourceId source) const;
   // Distinct blocks (any owner) per model.
   uint64_t BlockCount(ModelId model) const;
 

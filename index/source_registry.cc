@@ -15,9 +15,15 @@ Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_
   std::lock_guard<std::mutex> lock(mu_);
   std::string key = NameKey(replica, dp_rank);
   auto it = by_name_.find(key);
-  if (it != by_name_.end()) return it->second;
+  if (it != by_name_.end()) {
+    Slot(it->second)->live.store(true, std::memory_order_release);
+    return it->second;
+  }
   size_t n = count_.load(std::memory_order_relaxed);
-  if (n >= kMaxSources) return Status::OutOfRange("too many sources");
+  if (n >= kMaxSources) {
+    return Status::OutOfRange("too many sources: " + std::to_string(kMaxSources) +
+                              " distinct (replica, dp rank) pairs registered; ids of removed sources stay reserved");
+  }
   size_t c = n / kChunk;
   SourceInfo* chunk = chunks_[c].load(std::memory_order_relaxed);
   if (chunk == nullptr) {
@@ -25,7 +31,10 @@ Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_
     chunk = owned_.back().get();
     chunks_[c].store(chunk, std::memory_order_release);
   }
-  chunk[n % kChunk] = SourceInfo{std::string(replica), dp_rank};
+  SourceInfo& info = chunk[n % kChunk];
+  info.replica = std::string(replica);
+  info.dp_rank = dp_rank;
+  info.live.store(true, std::memory_order_relaxed);
   by_name_.emplace(std::move(key), static_cast<SourceId>(n));
   count_.store(n + 1, std::memory_order_release);
   return static_cast<SourceId>(n);
@@ -38,10 +47,22 @@ std::optional<SourceId> SourceRegistry::Find(std::string_view replica, uint32_t 
   return it->second;
 }
 
-const SourceInfo* SourceRegistry::Get(SourceId id) const {
+const SourceInfo* SourceRegistry::Get(SourceId id) const { return Slot(id); }
+
+SourceInfo* SourceRegistry::Slot(SourceId id) const {
   if (id >= count_.load(std::memory_order_acquire)) return nullptr;
   SourceInfo* chunk = chunks_[id / kChunk].load(std::memory_order_acquire);
   return chunk == nullptr ? nullptr : &chunk[id % kChunk];
+}
+
+void SourceRegistry::Retire(SourceId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (SourceInfo* info = Slot(id)) info->live.store(false, std::memory_order_release);
+}
+
+bool SourceRegistry::IsLive(SourceId id) const {
+  const SourceInfo* info = Get(id);
+  return info != nullptr && info->live.load(std::memory_order_acquire);
 }
 
 }  // namespace kvidx

@@ -47,6 +47,18 @@ void IndexSink::Count(const Status& s) {
   if ((n & (n + 1)) == 0) spdlog::warn("index apply failed ({} so far): {}", n + 1, s.ToString());
 }
 
+bool IndexSink::BlockSizeMatches(const Binding& b, const KvEvent& e) {
+  if (b.block_size == 0 || e.block_size == static_cast<int64_t>(b.block_size)) return true;
+  if (e.kv_cache_spec_kind && GroupOf(e).kind == GroupKind::kOther) return true;
+  uint64_t n = stats_.block_size_mismatch_events.fetch_add(1, std::memory_order_relaxed);
+  if ((n & (n + 1)) == 0) {
+    spdlog::warn("source {}: BlockStored with block_size {} on model {} (block_size {}) not indexed ({} such "
+                 "events so far): check models[].block_size against the engine's --block-size",
+                 b.name, e.block_size, b.model_name, b.block_size, n + 1);
+  }
+  return false;
+}
+
 Tier IndexSink::TierOf(const std::optional<std::string_view>& medium) {
   if (!medium || *medium == "GPU") return Tier::kGpu;
   if (auto t = tiers_->Find(*medium)) return *t;
@@ -73,6 +85,7 @@ void IndexSink::OnSourceAdded(const SourceSpec& spec) {
   b->model_name = spec.model;
   b->dp_rank = spec.dp_rank;
   std::unique_lock lock(mu_);
+  if (auto it = block_sizes_.find(spec.model); it != block_sizes_.end()) b->block_size = it->second;
   if (auto it = seeds_.find(spec.name); it != seeds_.end()) {
     b->last_seq.store(it->second.seq, std::memory_order_relaxed);
     b->last_ts.store(it->second.ts, std::memory_order_relaxed);
@@ -96,6 +109,7 @@ void IndexSink::OnBatch(const SourceSpec& spec, uint64_t seq, const EventBatch& 
   for (const KvEvent& e : batch.events) {
     switch (e.type) {
       case EventType::kBlockStored:
+        if (!BlockSizeMatches(*b, e)) break;
         Count(index_->Store(b->model, b->source, TierOf(e.medium), GroupOf(e), batch.HashesOf(e),
                             e.parent_block_hash, OriginOf(e)));
         break;
@@ -131,6 +145,11 @@ void IndexSink::SeedWatermark(const std::string& source_name, uint64_t last_seq,
   seeds_[source_name] = Seed{last_seq, last_batch_ts, last_fingerprint};
 }
 
+void IndexSink::SetModelBlockSize(const std::string& model, uint32_t block_size) {
+  std::unique_lock lock(mu_);
+  block_sizes_[model] = block_size;
+}
+
 void IndexSink::OnSourceStateChanged(const SourceSpec& spec, SourceState /*from*/, SourceState to) {
   Binding* b = Find(spec.id);
   if (b != nullptr) index_->SetSourceState(b->source, to);
@@ -147,7 +166,9 @@ void IndexSink::OnSourceRemoved(const SourceSpec& spec) {
     bindings_.erase(it);
   }
   last_seq_by_id_[b->source].store(-1, std::memory_order_relaxed);
-  Count(index_->ClearSource(b->source, std::nullopt));
+  Count(index_->ReleaseSource(b->source));
+  index_->SetSourceState(b->source, SourceState::kDisconnected);
+  sources_->Retire(b->source);
 }
 
 std::vector<SourceWatermark> IndexSink::Watermarks() const {

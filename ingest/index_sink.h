@@ -13,6 +13,16 @@
 // source table is read under a shared lock (one per batch, never across
 // I/O); the index itself is safe for one writer per source.
 //
+// A BlockStored whose block_size is not the model's (SetModelBlockSize) is
+// not indexed: its hashes were computed over other token spans than
+// queries hash, so they could only ever match by accident. It is counted
+// (IndexSinkStats::block_size_mismatch_events) and logged, sampled. Only
+// stores of groups the index would match are checked (kind absent or full
+// attention); other groups are not indexed by default anyway.
+//
+// Removing a source releases its index state (BlockIndex::ReleaseSource)
+// and retires its id in the SourceRegistry.
+//
 // The sink also keeps each source's watermark (last applied seq and the
 // engine timestamp of that batch), which snapshots record so that a restart
 // can resume through replay.
@@ -39,6 +49,7 @@ struct IndexSinkStats {
   std::atomic<uint64_t> applied_events{0};
   std::atomic<uint64_t> apply_errors{0};     // index calls that returned an error
   std::atomic<uint64_t> unbound_batches{0};  // batches for a source never added
+  std::atomic<uint64_t> block_size_mismatch_events{0};  // BlockStored events skipped: wrong block_size
 };
 
 // Where a source stands in its engine's stream, as the index last applied it.
@@ -78,6 +89,9 @@ class IndexSink final : public BatchSink {
   // the source is added; consumed by OnSourceAdded.
   void SeedWatermark(const std::string& source_name, uint64_t last_seq, double last_batch_ts,
                      uint64_t last_fingerprint);
+  // The block_size (tokens per block) engines of `model` must announce;
+  // unset = not checked. Call before the model's sources are added.
+  void SetModelBlockSize(const std::string& model, uint32_t block_size);
   const IndexSinkStats& stats() const { return stats_; }
 
   // Holds every batch application (and reset, removal) back while alive, so
@@ -92,6 +106,7 @@ class IndexSink final : public BatchSink {
     ModelId model = 0;
     std::string name, replica, model_name;
     uint32_t dp_rank = 0;
+    uint32_t block_size = 0;  // expected in BlockStored; 0 = not checked
     std::atomic<bool> has_seq{false};
     std::atomic<uint64_t> last_seq{0};
     std::atomic<double> last_ts{0};
@@ -101,6 +116,8 @@ class IndexSink final : public BatchSink {
   Binding* Find(uint64_t spec_id) const;
   Tier TierOf(const std::optional<std::string_view>& medium);
   void Count(const Status& s);
+  // False (counted, logged sampled) if the store must not be indexed.
+  bool BlockSizeMatches(const Binding& b, const KvEvent& e);
 
   BlockIndex* index_;
   SourceRegistry* sources_;
@@ -112,6 +129,7 @@ class IndexSink final : public BatchSink {
     uint64_t fingerprint = 0;
   };
   std::unordered_map<std::string, Seed> seeds_;  // guarded by mu_
+  std::unordered_map<std::string, uint32_t> block_sizes_;  // by model name; guarded by mu_
   std::unique_ptr<std::atomic<int64_t>[]> last_seq_by_id_;
   // Shared by appliers, exclusive for a snapshot cut (PauseApplies).
   std::shared_mutex gate_;

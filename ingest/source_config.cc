@@ -37,7 +37,7 @@ Result<std::string> OffsetEndpoint(std::string_view endpoint, uint32_t dp_rank) 
     }
     uint64_t offset = uint64_t{port} + dp_rank;
     if (offset > 65535) {
-      return Status::OutOfRange("endpoint '" + ep + "': port + dp rank " + std::to_string(dp_rank) +
+      return Status::InvalidArgument("endpoint '" + ep + "': port + dp rank " + std::to_string(dp_rank) +
                                 " exceeds 65535");
     }
     return ep.substr(0, colon + 1) + std::to_string(offset);
@@ -103,40 +103,97 @@ bool HasScheme(std::string_view ep) {
   return ep.starts_with("tcp://") || ep.starts_with("inproc://") || ep.starts_with("ipc://");
 }
 
-Status CheckEndpoint(std::string_view what, std::string_view ep, ConnectMode mode) {
+// Endpoints can be anything an operator or an admin client typed; errors
+// quote at most this much of one.
+constexpr size_t kMaxQuoted = 128;
+
+std::string Quoted(std::string_view ep) {
+  std::string out = "'";
+  out.append(ep.substr(0, kMaxQuoted));
+  if (ep.size() <= kMaxQuoted) return out.append("'");
+  return out.append("...' (").append(std::to_string(ep.size())).append(" bytes)");
+}
+
+// tcp://HOST:PORT with a non-empty HOST and PORT in 1..65535 (or "*" where
+// kvidx binds: the OS picks one). Without this ZMQ takes "tcp://h" or port 0
+// and the source stays CONNECTING forever (or the bind fails at start).
+Status CheckTcpAddress(std::string_view what, std::string_view ep, ConnectMode mode, uint32_t dp_size) {
+  std::string_view addr = ep.substr(6);  // after "tcp://"
+  size_t colon = addr.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return Status::InvalidArgument(std::string(what) + " " + Quoted(ep) + ": expected tcp://HOST:PORT");
+  }
+  std::string_view port_text = addr.substr(colon + 1);
+  if (mode == ConnectMode::kBind && port_text == "*") return Status::Ok();
+  uint32_t port = 0;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() || port == 0 ||
+      port > 65535) {
+    return Status::InvalidArgument(std::string(what) + " " + Quoted(ep) + ": port must be a number in 1..65535");
+  }
+  if (uint64_t{port} + dp_size - 1 > 65535) {
+    return Status::InvalidArgument(std::string(what) + " " + Quoted(ep) + ": port + dp_size - 1 = " +
+                                   std::to_string(uint64_t{port} + dp_size - 1) +
+                                   " exceeds 65535 (rank r uses port + r)");
+  }
+  return Status::Ok();
+}
+
+Status CheckEndpoint(std::string_view what, std::string_view ep, ConnectMode mode, uint32_t dp_size) {
   if (!HasScheme(ep)) {
-    return Status::InvalidArgument(std::string(what) + " '" + std::string(ep) +
-                                   "': expected tcp://, ipc:// or inproc://");
+    return Status::InvalidArgument(std::string(what) + " " + Quoted(ep) + ": expected tcp://, ipc:// or inproc://");
   }
   if (mode == ConnectMode::kConnect && ep.starts_with("tcp://") &&
       (ep.find('*') != std::string_view::npos)) {
-    return Status::InvalidArgument(std::string(what) + " '" + std::string(ep) +
-                                   "': kvidx connects here and cannot connect to a wildcard host; "
+    return Status::InvalidArgument(std::string(what) + " " + Quoted(ep) +
+                                   ": kvidx connects here and cannot connect to a wildcard host; "
                                    "give the engine's address (or use bind mode)");
+  }
+  if (ep.starts_with("tcp://")) return CheckTcpAddress(what, ep, mode, dp_size);
+  if (ep.ends_with("://")) {
+    return Status::InvalidArgument(std::string(what) + " " + Quoted(ep) + ": the address after :// is empty");
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-Result<std::vector<SourceSpec>> ExpandEngine(const EngineConfig& engine, const TopicTemplate& topics) {
-  if (engine.replica.empty()) return Status::InvalidArgument("engine: replica name is empty");
-  if (engine.replica.find('/') != std::string::npos) {
-    // '/' separates replica and rank in the source name.
-    return Status::InvalidArgument("engine '" + engine.replica + "': replica name must not contain '/'");
+Status CheckReplicaName(std::string_view replica) {
+  if (replica.empty()) return Status::InvalidArgument("replica name is empty");
+  if (replica.size() > kMaxReplicaNameBytes) {
+    return Status::InvalidArgument("replica name of " + std::to_string(replica.size()) + " bytes exceeds " +
+                                   std::to_string(kMaxReplicaNameBytes));
   }
+  for (size_t i = 0; i < replica.size(); ++i) {
+    const char c = replica[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '-' || c == '_' || c == ':' || c == '[' || c == ']';
+    if (!ok) {
+      // '/' separates replica and rank in the source name; the rest keeps
+      // the name safe in metric labels, topics ('@') and logs.
+      return Status::InvalidArgument("replica name '" + std::string(replica.substr(0, 64)) +
+                                     (replica.size() > 64 ? "...'" : "'") + ": character " + std::to_string(i) +
+                                     " is not one of A-Z a-z 0-9 . - _ : [ ]");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<SourceSpec>> ExpandEngine(const EngineConfig& engine, const TopicTemplate& topics) {
+  if (Status s = CheckReplicaName(engine.replica); !s.ok()) return Status::InvalidArgument("engine: " + s.message());
   if (engine.data_parallel_size == 0 || engine.data_parallel_size > 4096) {
     return Status::InvalidArgument("engine '" + engine.replica + "': data_parallel_size " +
                                    std::to_string(engine.data_parallel_size) + " not in 1..4096");
   }
-  if (Status s = CheckEndpoint("engine '" + engine.replica + "': endpoint", engine.endpoint, engine.mode);
+  if (Status s = CheckEndpoint("engine '" + engine.replica + "': endpoint", engine.endpoint, engine.mode,
+                              engine.data_parallel_size);
       !s.ok()) {
     return s;
   }
   if (!engine.replay_endpoint.empty()) {
     // The replay ROUTER always binds on vLLM's side; kvidx always connects.
     if (Status s = CheckEndpoint("engine '" + engine.replica + "': replay_endpoint", engine.replay_endpoint,
-                                 ConnectMode::kConnect);
+                                 ConnectMode::kConnect, engine.data_parallel_size);
         !s.ok()) {
       return s;
     }

@@ -97,10 +97,20 @@ class TopicTemplate {
   std::string pattern_;
 };
 
-// Checks an engine config (names, endpoints, DP size) and expands it into one
-// SourceSpec per rank (ids left 0). Bind mode requires tcp:// or inproc://
-// or ipc:// endpoints; connect mode rejects wildcard hosts (kvidx cannot
-// connect to "*").
+// A replica name is part of every metric label, log line and topic of its
+// sources: DNS names (253 bytes), pod names, host:port and [IPv6]:port fit.
+inline constexpr size_t kMaxReplicaNameBytes = 253;
+// 1..kMaxReplicaNameBytes bytes of A-Z a-z 0-9 . - _ : [ ] (so never '/',
+// which separates replica and rank, nor '@', the topic template separator).
+Status CheckReplicaName(std::string_view replica);
+
+// Checks an engine config (replica name, endpoints, DP size) and expands it
+// into one SourceSpec per rank (ids left 0). Endpoints must be tcp://,
+// inproc:// or ipc://. A tcp endpoint needs a host and a port in 1..65535,
+// and port + dp_size - 1 must stay <= 65535; where kvidx binds the port may
+// be "*", where it connects (connect mode, replay) the host may not be "*".
+// Every error is InvalidArgument; messages quote at most 128 bytes of an
+// endpoint.
 Result<std::vector<SourceSpec>> ExpandEngine(const EngineConfig& engine, const TopicTemplate& topics);
 
 // "<replica>/dp<rank>".

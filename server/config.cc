@@ -671,12 +671,7 @@ Status ConfigParser::CheckModels(const ServerConfig& c) const {
 }
 
 Status ConfigParser::CheckEngines(const ServerConfig& c) const {
-  ingest::TopicTemplate topics(c.ingest.topic_template);
-  std::unordered_map<std::string_view, size_t> replicas;
-  // (mode, endpoint, topic) of every source -> "<source> (engines[i])": two
-  // sources with the same triple read one and the same stream, so the
-  // second would index another engine's blocks under its own name.
-  std::unordered_map<std::string, std::string> streams;
+  EngineClaims claims;
   for (size_t i = 0; i < c.engines.size(); ++i) {
     const ingest::EngineConfig& e = c.engines[i].engine;
     std::string item = "engines[" + std::to_string(i) + "]";
@@ -685,32 +680,14 @@ Status ConfigParser::CheckEngines(const ServerConfig& c) const {
       std::string path = JoinPath(item, key);
       if (!Present(path)) return Error(item_mark, path, "is required");
     }
-    std::string replica_path = item + ".replica";
-    YAML::Mark replica_mark = MarkOf({replica_path}, item_mark);
-    if (e.replica.empty()) return Error(replica_mark, replica_path, "must not be empty");
-    auto [it, inserted] = replicas.emplace(e.replica, i);
-    if (!inserted) {
-      return Error(replica_mark, replica_path,
-                   "duplicate replica " + Quote(e.replica) + " (also engines[" + std::to_string(it->second) + "])");
-    }
-    std::string model_path = item + ".model";
-    if (c.FindModel(e.model) == nullptr) {
-      return Error(MarkOf({model_path}, item_mark), model_path,
-                   c.models.empty() ? "model " + Quote(e.model) + " is not configured (there is no models section)"
-                                    : "model " + Quote(e.model) + " is not configured under models");
-    }
-    auto sources = ingest::ExpandEngine(e, topics);
-    if (!sources.ok()) return Error(item_mark, item, sources.status().message());
-    for (const ingest::SourceSpec& s : sources.value()) {
-      std::string key = std::string(ingest::ConnectModeName(s.mode)) + '\n' + s.endpoint + '\n' + s.topic;
-      std::string who = s.name + " (" + item + ")";
-      auto [prev, fresh] = streams.emplace(std::move(key), who);
-      if (!fresh) {
-        return Error(item_mark, item,
-                     "source " + s.name + " would read the same stream as " + prev->second + ": both " +
-                         std::string(ingest::ConnectModeName(s.mode)) + " " + s.endpoint + " with topic " +
-                         Quote(s.topic) + " (give each engine its own endpoint or topic)");
+    std::string field;
+    if (Status s = ValidateEngine(c.engines[i], c, item, &claims, &field); !s.ok()) {
+      std::string path = field.empty() ? item : JoinPath(item, field);
+      if (field == "model" && c.models.empty()) {
+        return Error(MarkOf({path}, item_mark), path,
+                     "model " + Quote(e.model) + " is not configured (there is no models section)");
       }
+      return Error(MarkOf({path}, item_mark), path, s.message());
     }
   }
   return Status::Ok();
@@ -823,6 +800,39 @@ ingest::IngestOptions ToIngestOptions(const ServerConfig& config) {
   o.heartbeat_timeout = std::chrono::milliseconds(in.heartbeat_timeout_ms);
   o.sub_rcvhwm = in.sub_rcvhwm;
   return o;
+}
+
+Status ValidateEngine(const EngineEntry& entry, const ServerConfig& config, std::string_view owner,
+                      EngineClaims* claims, std::string* field) {
+  std::string unused;
+  std::string& where = field != nullptr ? *field : unused;
+  const ingest::EngineConfig& e = entry.engine;
+  where = "replica";
+  if (Status s = ingest::CheckReplicaName(e.replica); !s.ok()) return s;
+  if (auto it = claims->replicas.find(e.replica); it != claims->replicas.end()) {
+    return Status::FailedPrecondition("replica " + Quote(e.replica) + " already exists (" + it->second + ")");
+  }
+  where = "model";
+  if (config.FindModel(e.model) == nullptr) {
+    return Status::NotFound("model " + Quote(e.model) + " is not configured under models");
+  }
+  where = "";
+  auto sources = ingest::ExpandEngine(e, ingest::TopicTemplate(config.ingest.topic_template));
+  if (!sources.ok()) return sources.status();
+  std::vector<std::pair<std::string, std::string>> streams;
+  for (const ingest::SourceSpec& s : sources.value()) {
+    std::string key = std::string(ingest::ConnectModeName(s.mode)) + '\n' + s.endpoint + '\n' + s.topic;
+    if (auto prev = claims->streams.find(key); prev != claims->streams.end()) {
+      return Status::FailedPrecondition("source " + s.name + " would read the same stream as " + prev->second +
+                                        ": both " + std::string(ingest::ConnectModeName(s.mode)) + " " +
+                                        s.endpoint + " with topic " + Quote(s.topic) +
+                                        " (give each engine its own endpoint or topic)");
+    }
+    streams.emplace_back(std::move(key), s.name + " (" + std::string(owner) + ")");
+  }
+  claims->replicas.emplace(e.replica, std::string(owner));
+  for (auto& [key, who] : streams) claims->streams.emplace(std::move(key), std::move(who));
+  return Status::Ok();
 }
 
 EngineDiff DiffEngines(const ServerConfig& before, const ServerConfig& after) {

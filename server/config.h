@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "index/status.h"
@@ -120,6 +121,27 @@ struct ServerConfig {
 
   const ModelConfig* FindModel(std::string_view name) const;
 };
+
+// The replicas and streams the engines present already use, for
+// ValidateEngine: two engines with one replica name would share source
+// names; two sources with one stream (mode, endpoint, topic) would read the
+// same events, the second indexing another engine's blocks under its name.
+// Values are how errors name the owner (e.g. "engines[0]").
+struct EngineClaims {
+  std::unordered_map<std::string, std::string> replicas;
+  std::unordered_map<std::string, std::string> streams;  // key -> "<source> (<owner>)"
+};
+
+// The one check of an engine entry, for the config loader and AddEngine
+// alike: its fields and endpoints (ingest::ExpandEngine: replica name
+// charset and length, tcp host and port 1..65535, DP size), its model among
+// `config.models`, and no replica or stream clash with `claims`. On success
+// the engine's claims are added to `claims` under `owner`. Errors:
+// InvalidArgument for a malformed entry, NotFound for an unknown model,
+// FailedPrecondition for a clash. `field` (may be null) receives the key the
+// error is about ("replica", "model", or "" for the entry as a whole).
+Status ValidateEngine(const EngineEntry& engine, const ServerConfig& config, std::string_view owner,
+                      EngineClaims* claims, std::string* field = nullptr);
 
 // Parses YAML text. `origin` names the text in errors (usually the path).
 // Checks cross references too: engine models exist, replica names unique,

@@ -241,9 +241,8 @@ grpc::Status KvIndexService::Answer(const v1::FindPrefixRequest& req, v1::FindPr
       for (uint64_t v : h.u64()) sc.keys.push_back(BlockKey::FromU64(v));
       for (int i = 0; i < h.digest_size(); ++i) {
         const std::string& d = h.digest(i);
-        if (d.empty() || d.size() > 1024) {
-          return Invalid("hashes.digest[" + std::to_string(i) + "]: length " + std::to_string(d.size()) +
-                         " is not a digest (1..1024 bytes)");
+        if (Status ds = CheckDigestLength(model->hasher.algo(), d.size()); !ds.ok()) {
+          return Invalid("hashes.digest[" + std::to_string(i) + "]: " + ds.message());
         }
         sc.keys.push_back(BlockKey::FromBytes(reinterpret_cast<const uint8_t*>(d.data()), d.size()));
       }
@@ -515,7 +514,9 @@ grpc::Status KvIndexService::GetBlockAnswer(const v1::GetBlockRequest& req, v1::
     key = BlockKey::FromU64(h.u64(0));
   } else {
     const std::string& d = h.digest(0);
-    if (d.empty() || d.size() > 1024) return Invalid("hash.digest[0]: not a digest (1..1024 bytes)");
+    if (Status ds = CheckDigestLength(model->hasher.algo(), d.size()); !ds.ok()) {
+      return Invalid("hash.digest[0]: " + ds.message());
+    }
     key = BlockKey::FromBytes(reinterpret_cast<const uint8_t*>(d.data()), d.size());
   }
   std::vector<OwnerRecord> owners;

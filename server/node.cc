@@ -23,6 +23,19 @@ uint64_t WallMs() {
           .count());
 }
 
+// `s` with `prefix` before its message, same code.
+Status Prefixed(const Status& s, const std::string& prefix) {
+  std::string m = prefix + s.message();
+  switch (s.code()) {
+    case StatusCode::kNotFound: return Status::NotFound(std::move(m));
+    case StatusCode::kFailedPrecondition: return Status::FailedPrecondition(std::move(m));
+    case StatusCode::kOutOfRange: return Status::OutOfRange(std::move(m));
+    case StatusCode::kUnavailable: return Status::Unavailable(std::move(m));
+    case StatusCode::kInternal: return Status::Internal(std::move(m));
+    default: return Status::InvalidArgument(std::move(m));
+  }
+}
+
 }  // namespace
 
 Node::Node(const ServerConfig& config) : config_(config), sink_(&index_, &sources_, &tiers_) {}
@@ -48,6 +61,7 @@ Result<std::unique_ptr<Node>> Node::Create(const ServerConfig& config) {
     mo.index_all_groups = mc.index_all_groups;
     Result<ModelId> id = node->index_.AddModel(mc.name, mo);
     if (!id.ok()) return id.status();
+    node->sink_.SetModelBlockSize(mc.name, mc.block_size);
     node->models_.push_back(std::make_unique<ModelRuntime>(ModelRuntime{mc, id.value(), std::move(hasher.value()), g_next_model_uid.fetch_add(1)}));
   }
   node->ingester_ = std::make_unique<ingest::Ingester>(ToIngestOptions(config), &node->sink_);
@@ -114,8 +128,9 @@ Status Node::Start() {
       keep = e != nullptr && e->engine.model == w.model;
     }
     if (!keep) {
-      (void)index_.ClearSource(w.source_id, std::nullopt);
+      (void)index_.ReleaseSource(w.source_id);
       index_.SetSourceState(w.source_id, SourceState::kDisconnected);
+      sources_.Retire(w.source_id);
       ++restore_.sources_dropped;
       spdlog::info("restored source {} dropped ({})", it->first,
                    configured.count(it->first) == 0 ? "no longer configured"
@@ -146,14 +161,25 @@ const ModelRuntime* Node::FindModel(std::string_view name) const {
 
 Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>* names) {
   const ingest::EngineConfig& e = entry.engine;
-  if (engines_.count(e.replica) > 0) return Status::FailedPrecondition("replica \"" + e.replica + "\" already exists");
-  if (FindModel(e.model) == nullptr) return Status::NotFound("model \"" + e.model + "\" is not configured");
+  EngineClaims claims = claims_;
+  std::string field;
+  if (Status s = ValidateEngine(entry, config_, "engine " + e.replica, &claims, &field); !s.ok()) {
+    return Prefixed(s, "engine" + (field.empty() ? std::string() : "." + field) + ": ");
+  }
   std::map<uint32_t, ingest::Ingester::ResumePoint> watermarks;
+  std::vector<SourceId> ids;
+  auto retire_all = [&] {
+    for (SourceId id : ids) sources_.Retire(id);
+  };
   for (uint32_t r = 0; r < e.data_parallel_size; ++r) {
     const std::string name = ingest::SourceName(e.replica, r);
     names->push_back(name);
     Result<SourceId> id = sources_.Register(e.replica, r);
-    if (!id.ok()) return id.status();
+    if (!id.ok()) {
+      retire_all();
+      return id.status();
+    }
+    ids.push_back(id.value());
     index_.SetSourceCapacity(id.value(), entry.gpu_blocks);
     auto it = restored_.find(name);
     if (it == restored_.end()) continue;
@@ -165,8 +191,12 @@ Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>*
     ++restore_.sources_resumed;
     restored_.erase(it);
   }
-  if (Status s = ingester_->AddEngine(e, watermarks); !s.ok()) return s;
+  if (Status s = ingester_->AddEngine(e, watermarks); !s.ok()) {
+    retire_all();
+    return s;
+  }
   engines_[e.replica] = entry;
+  claims_ = std::move(claims);
   return Status::Ok();
 }
 
@@ -187,6 +217,12 @@ Status Node::RemoveEngine(std::string_view replica) {
   if (it == engines_.end()) return Status::NotFound("replica \"" + std::string(replica) + "\" is not configured");
   if (Status s = ingester_->RemoveEngine(replica); !s.ok()) return s;
   engines_.erase(it);
+  // Rebuilt rather than edited: a claim does not record which engine's
+  // stream it is, and removal is rare.
+  claims_ = EngineClaims();
+  for (const auto& [name, entry] : engines_) {
+    (void)ValidateEngine(entry, config_, "engine " + name, &claims_);
+  }
   spdlog::info("engine {} removed", replica);
   return Status::Ok();
 }
@@ -276,6 +312,8 @@ const std::vector<ingest::MetricFamilyInfo>& Node::NodeMetricFamilies() {
       {"kvidx_applied_batches_total", K::kCounter, "Batches applied to the index, all sources."},
       {"kvidx_apply_errors_total", K::kCounter, "Index calls that returned an error while applying batches."},
       {"kvidx_unbound_batches_total", K::kCounter, "Batches for a source that was not bound (removed meanwhile)."},
+      {"kvidx_block_size_mismatch_events_total", K::kCounter,
+       "BlockStored events not indexed: their block_size is not the model's block_size."},
       {"kvidx_unknown_topic_messages_total", K::kCounter, "Messages on bound sockets whose topic no source claims."},
       {"kvidx_snapshots_total", K::kCounter, "Snapshot attempts by result."},
       {"kvidx_snapshot_duration_seconds", K::kGauge, "Duration of the last snapshot."},
@@ -306,7 +344,7 @@ std::vector<ingest::MetricSample> Node::RenderMetrics() const {
   const size_t n = sources_.size();
   for (SourceId id = 0; id < n; ++id) {
     const SourceInfo* info = sources_.Get(id);
-    if (info == nullptr) continue;
+    if (info == nullptr || !sources_.IsLive(id)) continue;
     const std::string src = ingest::SourceName(info->replica, info->dp_rank);
     SourceStats st = index_.GetSourceStats(id);
     for (const auto& [tier, blocks] : st.blocks_per_tier) {
@@ -331,6 +369,8 @@ std::vector<ingest::MetricSample> Node::RenderMetrics() const {
   add("kvidx_applied_batches_total", static_cast<double>(ss.applied_batches.load()), K::kCounter);
   add("kvidx_apply_errors_total", static_cast<double>(ss.apply_errors.load()), K::kCounter);
   add("kvidx_unbound_batches_total", static_cast<double>(ss.unbound_batches.load()), K::kCounter);
+  add("kvidx_block_size_mismatch_events_total", static_cast<double>(ss.block_size_mismatch_events.load()),
+      K::kCounter);
   add("kvidx_unknown_topic_messages_total", static_cast<double>(ingester_->unknown_topic_messages()), K::kCounter);
   if (store_ != nullptr) {
     snapshot::SnapshotStats& st = store_->stats();

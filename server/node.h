@@ -93,7 +93,13 @@ class Node {
   // Adds an engine (all DP ranks); returns the source names. Run-time
   // engines are not persisted: the config file is the source of truth for
   // what exists after a restart (a Kubernetes ConfigMap, SIGHUP reloads it).
+  // The entry passes the config loader's ValidateEngine against the present
+  // engines first (InvalidArgument / NotFound / FailedPrecondition, the
+  // message starting with the field, e.g. "engine.replica: ").
   Result<std::vector<std::string>> AddEngine(const EngineEntry& engine);
+  // Stops the engine's sources and releases them: their blocks, index state
+  // and metric series go; their ids stay reserved (SourceRegistry::Retire),
+  // so adding the same replica again reuses them.
   Status RemoveEngine(std::string_view replica);
   Status Resync(std::string_view source_or_replica);
   std::vector<EngineEntry> Engines() const;
@@ -126,6 +132,7 @@ class Node {
 
   mutable std::mutex control_mu_;  // engines_, restored_, started_; serialises control calls
   std::map<std::string, EngineEntry, std::less<>> engines_;
+  EngineClaims claims_;  // replicas and streams of engines_ (ValidateEngine)
   // Watermarks from the restored snapshot, by "<replica>/dp<rank>", until
   // Start() has consumed them.
   std::map<std::string, snapshot::SourceWatermark> restored_;

@@ -368,7 +368,7 @@ TEST(ConfigTest, EngineChecks) {
   - {replica: a, model: qwen, endpoint: "tcp://h:1"}
   - {replica: a, model: qwen, endpoint: "tcp://h:2"}
 )"),
-            "cfg.yaml:5: engines[1].replica: duplicate replica \"a\" (also engines[0])");
+            "cfg.yaml:5: engines[1].replica: replica \"a\" already exists (engines[0])");
   EXPECT_EQ(ErrorOf(m + "engines:\n  - replica: a\n    model: llama\n    endpoint: \"tcp://h:1\"\n"),
             "cfg.yaml:5: engines[0].model: model \"llama\" is not configured under models");
   EXPECT_EQ(ErrorOf("engines:\n  - {replica: a, model: qwen, endpoint: \"tcp://h:1\"}\n"),
@@ -377,7 +377,7 @@ TEST(ConfigTest, EngineChecks) {
             "cfg.yaml:4: engines[0].replica: is required");
   EXPECT_EQ(ErrorOf(m + "engines:\n  - {replica: a, model: qwen}\n"), "cfg.yaml:4: engines[0].endpoint: is required");
   EXPECT_EQ(ErrorOf(m + "engines:\n  - {replica: \"\", model: qwen, endpoint: \"tcp://h:1\"}\n"),
-            "cfg.yaml:4: engines[0].replica: must not be empty");
+            "cfg.yaml:4: engines[0].replica: replica name is empty");
   EXPECT_EQ(ErrorOf(m + "engines:\n  - {replica: a, model: qwen, endpoint: \"tcp://h:1\", mode: listen}\n"),
             "cfg.yaml:4: engines[0].mode: expected one of connect, bind, got \"listen\"");
 }
@@ -394,7 +394,7 @@ TEST(ConfigTest, BadEndpointsReportExpandEngine) {
   EXPECT_THAT(ErrorOf(m + "engines:\n  - {replica: a, model: qwen, endpoint: \"tcp://*:5557\"}\n"),
               StartsWith("cfg.yaml:4: engines[0]: engine 'a': endpoint 'tcp://*:5557': kvidx connects here"));
   EXPECT_THAT(ErrorOf(m + "engines:\n  - {replica: a/b, model: qwen, endpoint: \"tcp://h:1\"}\n"),
-              StartsWith("cfg.yaml:4: engines[0]: engine 'a/b': replica name must not contain '/'"));
+              StartsWith("cfg.yaml:4: engines[0].replica: replica name 'a/b': character 1 is not one of"));
   EXPECT_THAT(ErrorOf(m + "engines:\n  - {replica: a, model: qwen, endpoint: \"ipc:///tmp/kv\", dp_size: 2}\n"),
               StartsWith("cfg.yaml:4: engines[0]: endpoint 'ipc:///tmp/kv' must contain 'inproc' or 'tcp'"));
   EXPECT_THAT(ErrorOf(m + "engines:\n  - {replica: a, model: qwen, endpoint: \"tcp://h:1\", replay_endpoint: x}\n"),

@@ -1,0 +1,72 @@
+// BlockIndex::ReleaseSource: a removed source's blocks and working memory
+// go, its counters stay, other sources are untouched, and the id can be
+// used again.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "index/block_index.h"
+
+namespace kvidx {
+namespace {
+
+std::vector<BlockKey> Range(uint64_t from, uint64_t to) {
+  std::vector<BlockKey> out;
+  for (uint64_t v = from; v < to; ++v) out.push_back(BlockKey::FromU64(v));
+  return out;
+}
+
+constexpr KvGroup kG0{0, GroupKind::kAbsent};
+
+TEST(SourceRelease, FreesTheSourcesStateAndLeavesOthersAlone) {
+  BlockIndex index;
+  const ModelId m = index.AddModel("m").value();
+  const std::vector<BlockKey> chain = Range(1, 1001);
+  ASSERT_TRUE(index.Store(m, 0, Tier::kGpu, kG0, chain, std::nullopt).ok());
+  ASSERT_TRUE(index.Store(m, 0, Tier::kCpu, kG0, chain, std::nullopt).ok());
+  ASSERT_TRUE(index.Store(m, 1, Tier::kGpu, kG0, std::span(chain).first(10), std::nullopt).ok());
+  index.SetSourceCapacity(0, 5000);
+  // A source without GPU blocks has no recency histogram at all.
+  EXPECT_LT(index.SourceMemoryBytes(2), 1024u);
+  index.SetSourceState(2, SourceState::kExact);
+  EXPECT_LT(index.SourceMemoryBytes(2), 1024u);
+  const size_t held = index.SourceMemoryBytes(0);
+  EXPECT_GT(held, 12u * 1024);
+
+  ASSERT_TRUE(index.ReleaseSource(0).ok());
+  EXPECT_LT(index.SourceMemoryBytes(0), 1024u) << "was " << held;
+  const SourceStats st = index.GetSourceStats(0);
+  EXPECT_TRUE(st.blocks_per_tier.empty());
+  EXPECT_EQ(st.gpu_copies, 0u);
+  EXPECT_EQ(st.gpu_capacity, 0u);
+  EXPECT_EQ(st.stored_blocks, 2000u) << "counters continue";
+  EXPECT_EQ(index.BlockCount(m), 10u);
+  PrefixMatch pm;
+  ASSERT_TRUE(index.FindPrefix(m, chain, {}, &pm).ok());
+  EXPECT_EQ(pm.Find(0), nullptr);
+  ASSERT_NE(pm.Find(1), nullptr);
+  EXPECT_EQ(pm.Find(1)->gpu_blocks, 10u);
+
+  // Releasing twice, or clearing a released source, is harmless.
+  EXPECT_TRUE(index.ReleaseSource(0).ok());
+  EXPECT_TRUE(index.ClearSource(0, std::nullopt).ok());
+  // Removals after the release are drift, not a crash (no histogram).
+  ASSERT_TRUE(index.Remove(m, 0, Tier::kGpu, kG0, std::span(chain).first(3)).ok());
+  EXPECT_EQ(index.GetSourceStats(0).drift_remove_unknown, 3u);
+
+  // The id comes back to life with exact accounting.
+  ASSERT_TRUE(index.Store(m, 0, Tier::kGpu, kG0, std::span(chain).first(4), std::nullopt).ok());
+  ASSERT_TRUE(index.Remove(m, 0, Tier::kGpu, kG0, std::span(chain).first(1)).ok());
+  EXPECT_EQ(index.GetSourceStats(0).gpu_copies, 3u);
+  ASSERT_TRUE(index.FindPrefix(m, chain, {}, &pm).ok());
+  EXPECT_EQ(pm.Find(0), nullptr) << "block 0 was removed: no prefix";
+  ASSERT_TRUE(index.FindPrefix(m, std::span(chain).subspan(1, 3), {}, &pm).ok());
+  ASSERT_NE(pm.Find(0), nullptr);
+  EXPECT_EQ(pm.Find(0)->gpu_blocks, 3u);
+  std::vector<BlockKey> order;
+  ASSERT_TRUE(index.PeekEvictionOrder(m, 0, 10, &order).ok());
+  EXPECT_EQ(order.size(), 3u);
+}
+
+}  // namespace
+}  // namespace kvidx
