@@ -135,7 +135,7 @@ KvIndexService::KvIndexService(const Node* node, const GrpcConfig& limits, RpcMe
       read_auth_(read_auth),
       started_(Clock::now()) {
   // Twice the largest message: room for every legitimate request at the
-  // default limits (1M token ids take 8 MiB parsed), not for amplification.
+  // default limits (1M token ids are charged 16 MiB), not for amplification.
   plain_scan_.max_parsed_bytes = 2 * uint64_t{limits_.max_message_bytes};
   query_scan_.max_parsed_bytes = plain_scan_.max_parsed_bytes;
   query_scan_.echo = v1::FindPrefixRequest::descriptor()->FindFieldByName("request_id");
