@@ -57,9 +57,12 @@ grpc::Status UnknownModel(const std::string& name) {
   return {grpc::StatusCode::NOT_FOUND, "model: unknown model " + Quote(name)};
 }
 
+// What a ForEachQuery callback asks for next.
+enum class Walk { kNext, kStop, kTruncated };
+
 // Calls `on_query(in, length)` for each query of a FindPrefixBatchRequest
-// as gRPC received it, which must consume exactly `length` bytes. Other
-// fields are skipped (nothing of them is kept).
+// as gRPC received it, which must consume exactly `length` bytes (or stop
+// the walk). Other fields are skipped (nothing of them is kept).
 template <class OnQuery>
 grpc::Status ForEachQuery(const grpc::ByteBuffer& wire, OnQuery on_query) {
   using google::protobuf::internal::WireFormatLite;
@@ -88,7 +91,9 @@ grpc::Status ForEachQuery(const grpc::ByteBuffer& wire, OnQuery on_query) {
     uint32_t len = 0;
     if (!in.ReadVarint32(&len)) return bad("truncated length");
     if (static_cast<int64_t>(len) > in.BytesUntilLimit()) return bad("length past the end");
-    if (!on_query(in, len)) return bad("truncated query");
+    const Walk next = on_query(in, len);
+    if (next == Walk::kStop) return grpc::Status::OK;
+    if (next == Walk::kTruncated) return bad("truncated query");
   }
 }
 
@@ -130,7 +135,7 @@ KvIndexService::KvIndexService(const Node* node, const GrpcConfig& limits, RpcMe
       read_auth_(read_auth),
       started_(Clock::now()) {
   // Twice the largest message: room for every legitimate request at the
-  // default limits (1M token ids take 8 MiB parsed), not for amplification.
+  // default limits (1M token ids are charged 16 MiB), not for amplification.
   plain_scan_.max_parsed_bytes = 2 * uint64_t{limits_.max_message_bytes};
   query_scan_.max_parsed_bytes = plain_scan_.max_parsed_bytes;
   query_scan_.echo = v1::FindPrefixRequest::descriptor()->FindFieldByName("request_id");
@@ -341,22 +346,24 @@ grpc::ServerUnaryReactor* KvIndexService::FindPrefixBatch(grpc::CallbackServerCo
 
 grpc::Status KvIndexService::BatchAnswer(const grpc::ServerContextBase* ctx, const grpc::ByteBuffer& wire,
                                          v1::FindPrefixBatchResponse* resp) const {
-  // First pass: framing and the query count, nothing copied.
+  // First pass: framing and the query count, nothing copied; it stops
+  // one past the limit (a hostile batch costs no more than a full one).
   uint64_t n = 0;
+  const uint64_t max = limits_.max_batch_queries;
   grpc::Status s = ForEachQuery(wire, [&](google::protobuf::io::CodedInputStream& in, uint32_t len) {
-    ++n;
-    return in.Skip(static_cast<int>(len));
+    if (++n > max) return Walk::kStop;
+    return in.Skip(static_cast<int>(len)) ? Walk::kNext : Walk::kTruncated;
   });
   if (!s.ok()) return s;
-  if (n > limits_.max_batch_queries) {
-    return Exhausted("queries: " + std::to_string(n) + " queries exceed the limit of " +
-                     std::to_string(limits_.max_batch_queries) + " (grpc.max_batch_queries)");
+  if (n > max) {
+    return Exhausted("queries: more than " + std::to_string(max) + " queries exceed the limit of " +
+                     std::to_string(max) + " (grpc.max_batch_queries)");
   }
   // Second pass: one query copied out and parsed at a time.
   std::string bytes;
   v1::FindPrefixRequest q;
   return ForEachQuery(wire, [&](google::protobuf::io::CodedInputStream& in, uint32_t len) {
-    if (!in.ReadString(&bytes, static_cast<int>(len))) return false;
+    if (!in.ReadString(&bytes, static_cast<int>(len))) return Walk::kTruncated;
     v1::FindPrefixResult* r = resp->add_results();
     ScanResult scan;
     grpc::Status qs = ParseRequest(std::string_view(bytes), query_scan_, &q, &scan);
@@ -370,7 +377,7 @@ grpc::Status KvIndexService::BatchAnswer(const grpc::ServerContextBase* ctx, con
       r->set_code(qs.error_code());
       r->set_message(Clamp(qs.error_message()));
     }
-    return true;
+    return Walk::kNext;
   });
 }
 

@@ -144,6 +144,15 @@ TEST(RequestScan, CapsAndBudgetStopTheScan) {
   EXPECT_EQ(ScanRequest(unpacked, v1::FindPrefixRequest::descriptor(), l).error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
 
+  // The largest legitimate query at the default limits fits the default
+  // budget (2 x 16 MiB): 1M token ids.
+  ScanLimits defaults;
+  defaults.max_parsed_bytes = 32 << 20;
+  v1::FindPrefixRequest longest;
+  longest.set_model("m");
+  for (int i = 0; i < (1 << 20); ++i) longest.mutable_tokens()->add_token_ids(i % 32000);
+  EXPECT_TRUE(ScanRequest(longest.SerializeAsString(), v1::FindPrefixRequest::descriptor(), defaults).ok());
+
   ScanLimits tiny;
   tiny.max_parsed_bytes = 4096;
   v1::FindPrefixRequest many;
