@@ -1033,6 +1033,10 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
       }
       prev = &o;
       prev_id = id;
+      // An owner exists only because a store of its group was indexed; a
+      // model that forgot that would file the group's next removals as
+      // unindexed and keep the copies.
+      if (!model->WasIndexed(o.group)) model->MarkIndexed(o.group);
       // Membership is built in bulk at the end: one append per owner instead
       // of a set insert that touches several cold lines.
       src.Restoring(o.model, pk.shard()).push_back(id);

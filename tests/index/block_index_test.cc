@@ -508,6 +508,34 @@ TEST_F(BlockIndexTest, DumpRestoreRoundTrip) {
   EXPECT_FALSE(copy.Restore(snap).ok());   // not empty
 }
 
+// Issue #15 item 8: a restored index applies the removals of the groups it
+// holds owners of (BlockRemoved carries no kind), also before any new store
+// of that group; otherwise the copies stay and a restarted server drifts
+// from its never-restarted peers without any drift counter moving.
+TEST_F(BlockIndexTest, RestoredIndexAppliesRemovalsBeforeAnyNewStore) {
+  const KvGroup fa2{2, GroupKind::kFullAttention};
+  Store(0, Keys({1, 2, 3}));
+  Store(1, Keys({7}), std::nullopt, Tier::kGpu, StoreOrigin::kUnknown, fa2);
+  IndexSnapshot snap;
+  index_.Dump(&snap);
+  BlockIndex copy;
+  ASSERT_TRUE(copy.Restore(snap).ok());
+  for (BlockIndex* x : {&index_, &copy}) {
+    ASSERT_TRUE(x->Remove(model_, 0, Tier::kGpu, kG0, Keys({3})).ok());
+    ASSERT_TRUE(x->Remove(model_, 1, Tier::kGpu, KvGroup{2, GroupKind::kAbsent}, Keys({7})).ok());
+  }
+  IndexSnapshot after, copy_after;
+  index_.Dump(&after);
+  copy.Dump(&copy_after);
+  EXPECT_TRUE(SameContents(after, copy_after));
+  EXPECT_EQ(copy_after.owners.size(), 2u);
+  for (SourceId s : {0u, 1u}) {
+    EXPECT_EQ(copy.GetSourceStats(s).gpu_copies, index_.GetSourceStats(s).gpu_copies) << s;
+    EXPECT_EQ(copy.GetSourceStats(s).unindexed_blocks, 0u) << s;
+    EXPECT_EQ(copy.GetSourceStats(s).drift_remove_unknown, 0u) << s;
+  }
+}
+
 TEST_F(BlockIndexTest, RestoreAcceptsAnyOrderAndRejectsDuplicatesInEvery) {
   ModelId other = index_.AddModel("other").value();
   for (uint32_t s = 0; s < 4; ++s) Store(s, Range(1, 50));
