@@ -450,6 +450,12 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
     c.gpu_copies.store(0, std::memory_order_relaxed);
     src.gpu_hist.Clear();
   }
+  bool empty = true;
+  for (size_t t = 0; t < kMaxTiers; ++t) empty = empty && c.blocks_per_tier[t].load(std::memory_order_relaxed) == 0;
+  // No stamp is left to order against, so the clock restarts: replicas that
+  // applied different histories before the clear (one was down while the
+  // engine restarted) stamp identically after it.
+  if (empty) src.clock = 0;
   c.clears.fetch_add(1, std::memory_order_relaxed);
   return Status::Ok();
 }

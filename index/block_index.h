@@ -162,7 +162,8 @@ class BlockIndex {
   // Drops every block the source holds in `tier` (all tiers when nullopt),
   // across models and groups, whatever the refcounts. AllBlocksCleared is
   // ClearSource(source, Tier::kGpu). Cost is proportional to the source's
-  // blocks, done in short steps that never hold up readers.
+  // blocks, done in short steps that never hold up readers. A source left
+  // without any block restarts its recency clock at 0.
   Status ClearSource(SourceId source, std::optional<Tier> tier);
 
   // --- Source metadata ------------------------------------------------------

@@ -536,6 +536,35 @@ TEST_F(BlockIndexTest, RestoredIndexAppliesRemovalsBeforeAnyNewStore) {
   }
 }
 
+// Stamps only order a source's own blocks, so a source left empty by a
+// clear restarts its clock: two replicas that applied different histories
+// before an engine restart (one was down) stamp identically after it.
+TEST_F(BlockIndexTest, ASourceLeftEmptyByAClearRestartsItsClock) {
+  auto clock_of = [this](SourceId s) -> uint64_t {
+    IndexSnapshot snap;
+    index_.Dump(&snap);
+    for (const auto& [id, clock] : snap.source_clocks) {
+      if (id == s) return clock;
+    }
+    return 0;
+  };
+  Store(0, Keys({1, 2}));
+  Store(0, Keys({3}), std::nullopt, Tier::kCpu);
+  ASSERT_TRUE(index_.ClearSource(0, Tier::kGpu).ok());
+  EXPECT_EQ(clock_of(0), 3u);   // the CPU block's stamp still orders against new ones
+  ASSERT_TRUE(index_.ClearSource(0, std::nullopt).ok());
+  EXPECT_EQ(clock_of(0), 0u);
+  Store(0, Keys({4}));
+  EXPECT_EQ(clock_of(0), 1u);
+  BlockIndex fresh;
+  ASSERT_TRUE(fresh.AddModel("m").ok());
+  ASSERT_TRUE(fresh.Store(model_, 0, Tier::kGpu, kG0, Keys({4}), std::nullopt).ok());
+  IndexSnapshot a, b;
+  index_.Dump(&a);
+  fresh.Dump(&b);
+  EXPECT_TRUE(SameContents(a, b));
+}
+
 TEST_F(BlockIndexTest, RestoreAcceptsAnyOrderAndRejectsDuplicatesInEvery) {
   ModelId other = index_.AddModel("other").value();
   for (uint32_t s = 0; s < 4; ++s) Store(s, Range(1, 50));
