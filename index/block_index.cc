@@ -71,6 +71,21 @@ struct Model {
     uint32_t g = primary_group.load(std::memory_order_relaxed);
     return g == kNoPrimary ? 0 : g;
   }
+
+  // After a restore, whose owners carry no group kinds. Without
+  // index_all_groups an owner outside group 0 comes from a full-attention
+  // store, so owners in exactly one such group (and none in group 0) name
+  // the primary group. Any other mix stays unresolved until the next
+  // full-attention store, as on a fresh start.
+  void InferPrimaryGroup() {
+    static_assert(kUnindexedGroup <= 64, "indexed groups of owners fit the first word");
+    if (options.index_all_groups) return;
+    const uint64_t groups = indexed_groups[0].load(std::memory_order_relaxed);
+    if ((groups & 1) != 0 || std::popcount(groups) != 1) return;
+    uint32_t expected = kNoPrimary;
+    primary_group.compare_exchange_strong(expected, static_cast<uint32_t>(std::countr_zero(groups)),
+                                          std::memory_order_relaxed);
+  }
 };
 
 // Per model, per shard, created on first use.
@@ -1056,6 +1071,7 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
   }();
   impl_->BuildRestoredMembership();
   if (!applied.ok()) return applied;
+  for (ModelId m = 0; m < snap.models.size(); ++m) impl_->GetModel(m)->InferPrimaryGroup();
   for (const auto& [s, clock] : snap.source_clocks) {
     SourceData& src = *impl_->GetOrCreateSource(s);
     std::lock_guard<std::mutex> lock(src.mu);

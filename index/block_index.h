@@ -208,9 +208,12 @@ class BlockIndex {
   // order is accepted too, just slower. Duplicate owners, and owners of a
   // group >= 63, are Corruption; owners applied before the error stay fully
   // indexed. Clocks and stamps wider than 24 bits (snapshots of builds
-  // with 32-bit stamps) are rebased as a Store would rebase them. A group
-  // with a restored owner counts as indexed, as after the store that made
-  // the owner: its removals (which carry no kind) apply.
+  // with 32-bit stamps) are rebased as a Store would rebase them. Group
+  // kinds are not in a snapshot: a group with a restored owner counts as
+  // indexed, as after the store that made the owner (its removals, which
+  // carry no kind, apply); the primary group is restored when the owners
+  // name it unambiguously (no index_all_groups, owners in one group other
+  // than 0), else it is learnt from the next full-attention store.
   Status Restore(const IndexSnapshot& snapshot);
 
   // Test hook: sets a source's logical clock (exercises stamp rebasing).

@@ -536,6 +536,24 @@ TEST_F(BlockIndexTest, RestoredIndexAppliesRemovalsBeforeAnyNewStore) {
   }
 }
 
+// A hybrid model whose full-attention group is not group 0: the restored
+// index answers unfiltered queries from that group, as the index it was
+// dumped from does, before any new store tells it the group's kind.
+TEST_F(BlockIndexTest, RestoredHybridModelKeepsItsPrimaryGroup) {
+  const KvGroup fa{2, GroupKind::kFullAttention};
+  const KvGroup sliding{1, GroupKind::kOther};
+  Store(0, Keys({1, 2, 3}), std::nullopt, Tier::kGpu, StoreOrigin::kUnknown, sliding);
+  Store(0, Keys({1, 2, 3}), std::nullopt, Tier::kGpu, StoreOrigin::kUnknown, fa);
+  EXPECT_EQ(Gpu(Find(Keys({1, 2, 3})), 0), 3u);
+  IndexSnapshot snap;
+  index_.Dump(&snap);
+  BlockIndex copy;
+  ASSERT_TRUE(copy.Restore(snap).ok());
+  PrefixMatch m;
+  ASSERT_TRUE(copy.FindPrefix(model_, Keys({1, 2, 3}), PrefixFilter{}, &m).ok());
+  EXPECT_EQ(Gpu(m, 0), 3u);
+}
+
 // Stamps only order a source's own blocks, so a source left empty by a
 // clear restarts its clock: two replicas that applied different histories
 // before an engine restart (one was down) stamp identically after it.
