@@ -71,6 +71,21 @@ struct Model {
     uint32_t g = primary_group.load(std::memory_order_relaxed);
     return g == kNoPrimary ? 0 : g;
   }
+
+  // After a restore, whose owners carry no group kinds. Without
+  // index_all_groups an owner outside group 0 comes from a full-attention
+  // store, so owners in exactly one such group (and none in group 0) name
+  // the primary group. Any other mix stays unresolved until the next
+  // full-attention store, as on a fresh start.
+  void InferPrimaryGroup() {
+    static_assert(kUnindexedGroup <= 64, "indexed groups of owners fit the first word");
+    if (options.index_all_groups) return;
+    const uint64_t groups = indexed_groups[0].load(std::memory_order_relaxed);
+    if ((groups & 1) != 0 || std::popcount(groups) != 1) return;
+    uint32_t expected = kNoPrimary;
+    primary_group.compare_exchange_strong(expected, static_cast<uint32_t>(std::countr_zero(groups)),
+                                          std::memory_order_relaxed);
+  }
 };
 
 // Per model, per shard, created on first use.
@@ -474,6 +489,12 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
     c.gpu_copies.store(0, std::memory_order_relaxed);
     src.gpu_hist.Clear();
   }
+  bool empty = true;
+  for (size_t t = 0; t < kMaxTiers; ++t) empty = empty && c.blocks_per_tier[t].load(std::memory_order_relaxed) == 0;
+  // No stamp is left to order against, so the clock restarts: replicas that
+  // applied different histories before the clear (one was down while the
+  // engine restarted) stamp identically after it.
+  if (empty) src.clock = 0;
   c.clears.fetch_add(1, std::memory_order_relaxed);
   return Status::Ok();
 }
@@ -1089,6 +1110,10 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
       }
       prev = &o;
       prev_id = id;
+      // An owner exists only because a store of its group was indexed; a
+      // model that forgot that would file the group's next removals as
+      // unindexed and keep the copies.
+      if (!model->WasIndexed(o.group)) model->MarkIndexed(o.group);
       // Membership is built in bulk at the end: one append per owner instead
       // of a set insert that touches several cold lines.
       src.Restoring(o.model, pk.shard()).push_back(id);
@@ -1102,6 +1127,7 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
   }();
   impl_->BuildRestoredMembership();
   if (!applied.ok()) return applied;
+  for (ModelId m = 0; m < snap.models.size(); ++m) impl_->GetModel(m)->InferPrimaryGroup();
   for (const auto& [s, clock] : snap.source_clocks) {
     SourceData& src = *impl_->GetOrCreateSource(s);
     std::lock_guard<std::mutex> lock(src.mu);

@@ -165,7 +165,8 @@ class BlockIndex {
   // Drops every block the source holds in `tier` (all tiers when nullopt),
   // across models and groups, whatever the refcounts. AllBlocksCleared is
   // ClearSource(source, Tier::kGpu). Cost is proportional to the source's
-  // blocks, done in short steps that never hold up readers.
+  // blocks, done in short steps that never hold up readers. A source left
+  // without any block restarts its recency clock at 0.
   Status ClearSource(SourceId source, std::optional<Tier> tier);
   // For a source that no longer exists: ClearSource of every tier, then frees
   // the source's working memory (recency histogram, membership sets) and
@@ -220,7 +221,12 @@ class BlockIndex {
   // order is accepted too, just slower. Duplicate owners, and owners of a
   // group >= 63, are Corruption; owners applied before the error stay fully
   // indexed. Clocks and stamps wider than 24 bits (snapshots of builds
-  // with 32-bit stamps) are rebased as a Store would rebase them.
+  // with 32-bit stamps) are rebased as a Store would rebase them. Group
+  // kinds are not in a snapshot: a group with a restored owner counts as
+  // indexed, as after the store that made the owner (its removals, which
+  // carry no kind, apply); the primary group is restored when the owners
+  // name it unambiguously (no index_all_groups, owners in one group other
+  // than 0), else it is learnt from the next full-attention store.
   Status Restore(const IndexSnapshot& snapshot);
 
   // Test hook: sets a source's logical clock (exercises stamp rebasing).

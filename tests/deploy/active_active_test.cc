@@ -8,7 +8,10 @@
 // vLLM hashes, real ZMQ PUB + replay ROUTER). Asserted:
 //   - once every source is EXACT at the engines' last seq on both servers,
 //     FindPrefix gives field-for-field identical answers on both (and both
-//     equal the engines' true cache contents);
+//     equal the engines' true cache contents), and both indexes are equal
+//     block by block: every owner's refcount, hits and recency stamp, every
+//     source clock, GPU copy count and per-tier count (answers alone hid a
+//     restarted server's extra copies, issue #15 item 8);
 //   - one server stopped (final snapshot) while the engines go on (new
 //     requests, evictions, a live drop recovered by replay, a prefix-cache
 //     reset, an engine restart) restores its snapshot, replays what it
@@ -21,6 +24,7 @@
 #include <map>
 #include <sstream>
 
+#include "server/index_state_util.h"
 #include "server/node.h"
 #include "server/server_test_util.h"
 
@@ -145,17 +149,28 @@ void ExpectConverged(const std::vector<const Replica*>& reps, const Fleet& f, co
   EXPECT_GT(with_hits, 0u) << "no answer carries engine-confirmed hits (full-report mode)";
   EXPECT_GT(f.evicted, 0u) << "the pools never evicted: the comparison misses BlockRemoved";
   for (size_t i = 1; i < reps.size(); ++i) {
-    const std::vector<std::string> other = Answers(reps[i]->stubs, queries);
+    // Answers carry each source's state, and a probe replay (probe_delay
+    // after a connect) can show one replica REPLAYING for an instant after
+    // both were caught up: the index does not change, so ask again.
+    std::vector<std::string> base = first, other;
+    (void)WaitFor([&] {
+      other = Answers(reps[i]->stubs, queries);
+      if (other == base) return true;
+      base = Answers(reps[0]->stubs, queries);
+      return false;
+    }, std::chrono::seconds(5));
     ASSERT_EQ(other.size(), first.size());
     size_t diffs = 0;
     for (size_t q = 0; q < first.size(); ++q) {
-      if (other[q] != first[q] && ++diffs <= 5) {
-        ADD_FAILURE() << "query " << q << " differs\n  replica 0: " << first[q] << "\n  replica " << i << ": "
+      if (other[q] != base[q] && ++diffs <= 5) {
+        ADD_FAILURE() << "query " << q << " differs\n  replica 0: " << base[q] << "\n  replica " << i << ": "
                       << other[q];
       }
     }
     EXPECT_EQ(diffs, 0u) << "of " << first.size() << " queries";
   }
+  // Not only the answers: the whole index.
+  for (size_t i = 1; i < reps.size(); ++i) ExpectSameIndexState(reps[0]->server->node(), reps[i]->server->node(), when);
   // And the common answer is the engines' truth.
   for (const auto& q : queries) {
     v1::FindPrefixResponse r;
@@ -208,8 +223,10 @@ TEST(ActiveActive, TwoReplicasOnTheSameEnginesGiveIdenticalAnswersAndARestartedO
   // B goes away (SIGTERM path: graceful stop with final snapshot) ...
   ASSERT_TRUE(b.server->Shutdown().ok());
   b = Replica();
-  // ... while the fleet goes on: more traffic and evictions, a prefix-cache
+  // ... while the fleet goes on: requests whose batches start with evictions
+  // (what B replays first), more traffic and evictions, a prefix-cache
   // reset on vllm-1 and a restart of vllm-2 (new process: new sockets, seq 0).
+  for (size_t k = 0; k < f.ranks.size(); ++k) f.Serve(k, FamilyPrompt(9, 900 + k), /*full_report=*/false);
   Traffic(&f, 3, 3);
   f.ranks[1]->ResetPrefixCache();
   f.last_seq["vllm-1"] = f.ranks[1]->publisher().next_seq() - 1;

@@ -528,6 +528,81 @@ TEST_F(BlockIndexTest, DumpRestoreRoundTrip) {
   EXPECT_FALSE(copy.Restore(snap).ok());   // not empty
 }
 
+// Issue #15 item 8: a restored index applies the removals of the groups it
+// holds owners of (BlockRemoved carries no kind), also before any new store
+// of that group; otherwise the copies stay and a restarted server drifts
+// from its never-restarted peers without any drift counter moving.
+TEST_F(BlockIndexTest, RestoredIndexAppliesRemovalsBeforeAnyNewStore) {
+  const KvGroup fa2{2, GroupKind::kFullAttention};
+  Store(0, Keys({1, 2, 3}));
+  Store(1, Keys({7}), std::nullopt, Tier::kGpu, StoreOrigin::kUnknown, fa2);
+  IndexSnapshot snap;
+  index_.Dump(&snap);
+  BlockIndex copy;
+  ASSERT_TRUE(copy.Restore(snap).ok());
+  for (BlockIndex* x : {&index_, &copy}) {
+    ASSERT_TRUE(x->Remove(model_, 0, Tier::kGpu, kG0, Keys({3})).ok());
+    ASSERT_TRUE(x->Remove(model_, 1, Tier::kGpu, KvGroup{2, GroupKind::kAbsent}, Keys({7})).ok());
+  }
+  IndexSnapshot after, copy_after;
+  index_.Dump(&after);
+  copy.Dump(&copy_after);
+  EXPECT_TRUE(SameContents(after, copy_after));
+  EXPECT_EQ(copy_after.owners.size(), 2u);
+  for (SourceId s : {0u, 1u}) {
+    EXPECT_EQ(copy.GetSourceStats(s).gpu_copies, index_.GetSourceStats(s).gpu_copies) << s;
+    EXPECT_EQ(copy.GetSourceStats(s).unindexed_blocks, 0u) << s;
+    EXPECT_EQ(copy.GetSourceStats(s).drift_remove_unknown, 0u) << s;
+  }
+}
+
+// A hybrid model whose full-attention group is not group 0: the restored
+// index answers unfiltered queries from that group, as the index it was
+// dumped from does, before any new store tells it the group's kind.
+TEST_F(BlockIndexTest, RestoredHybridModelKeepsItsPrimaryGroup) {
+  const KvGroup fa{2, GroupKind::kFullAttention};
+  const KvGroup sliding{1, GroupKind::kOther};
+  Store(0, Keys({1, 2, 3}), std::nullopt, Tier::kGpu, StoreOrigin::kUnknown, sliding);
+  Store(0, Keys({1, 2, 3}), std::nullopt, Tier::kGpu, StoreOrigin::kUnknown, fa);
+  EXPECT_EQ(Gpu(Find(Keys({1, 2, 3})), 0), 3u);
+  IndexSnapshot snap;
+  index_.Dump(&snap);
+  BlockIndex copy;
+  ASSERT_TRUE(copy.Restore(snap).ok());
+  PrefixMatch m;
+  ASSERT_TRUE(copy.FindPrefix(model_, Keys({1, 2, 3}), PrefixFilter{}, &m).ok());
+  EXPECT_EQ(Gpu(m, 0), 3u);
+}
+
+// Stamps only order a source's own blocks, so a source left empty by a
+// clear restarts its clock: two replicas that applied different histories
+// before an engine restart (one was down) stamp identically after it.
+TEST_F(BlockIndexTest, ASourceLeftEmptyByAClearRestartsItsClock) {
+  auto clock_of = [this](SourceId s) -> uint64_t {
+    IndexSnapshot snap;
+    index_.Dump(&snap);
+    for (const auto& [id, clock] : snap.source_clocks) {
+      if (id == s) return clock;
+    }
+    return 0;
+  };
+  Store(0, Keys({1, 2}));
+  Store(0, Keys({3}), std::nullopt, Tier::kCpu);
+  ASSERT_TRUE(index_.ClearSource(0, Tier::kGpu).ok());
+  EXPECT_EQ(clock_of(0), 3u);   // the CPU block's stamp still orders against new ones
+  ASSERT_TRUE(index_.ClearSource(0, std::nullopt).ok());
+  EXPECT_EQ(clock_of(0), 0u);
+  Store(0, Keys({4}));
+  EXPECT_EQ(clock_of(0), 1u);
+  BlockIndex fresh;
+  ASSERT_TRUE(fresh.AddModel("m").ok());
+  ASSERT_TRUE(fresh.Store(model_, 0, Tier::kGpu, kG0, Keys({4}), std::nullopt).ok());
+  IndexSnapshot a, b;
+  index_.Dump(&a);
+  fresh.Dump(&b);
+  EXPECT_TRUE(SameContents(a, b));
+}
+
 TEST_F(BlockIndexTest, RestoreAcceptsAnyOrderAndRejectsDuplicatesInEvery) {
   ModelId other = index_.AddModel("other").value();
   for (uint32_t s = 0; s < 4; ++s) Store(s, Range(1, 50));
@@ -760,6 +835,13 @@ TEST_F(BlockIndexTest, LargeRefcountsAndHitCountsStayExact) {
   ASSERT_EQ(owners.size(), 1u);
   EXPECT_EQ(owners[0].source, 1u);
   EXPECT_EQ(index_.GetSourceStats(0).drift_remove_unknown, 0u);
+  // The restored copy counts the same removals down the same way.
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(copy.Remove(model_, 0, Tier::kGpu, kG0, Keys({1})).ok());
+  index_.Dump(&snap);
+  copy.Dump(&again);
+  EXPECT_TRUE(SameContents(snap, again));
+  EXPECT_EQ(copy.GetSourceStats(0).gpu_copies, 0u);
+  EXPECT_EQ(copy.GetSourceStats(0).drift_remove_unknown, 0u);
 }
 
 TEST(RegistryTest, TiersAndSources) {

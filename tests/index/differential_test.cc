@@ -137,6 +137,9 @@ class Reference {
       if (!tier || t == *tier) n = 0;
     }
     if (!tier || *tier == 0) c.gpu_copies = 0;
+    bool empty = true;
+    for (const auto& [t, n] : c.tier_blocks) empty = empty && n == 0;
+    if (empty) clock[s] = 0;   // no stamp left to order against
   }
 
   // source -> (gpu, any, hits, hit_blocks)

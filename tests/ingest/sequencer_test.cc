@@ -128,6 +128,28 @@ TEST_F(SequencerTest, RestoreFromWatermarkVerifiesTheWatermarkBatchThenContinues
   EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
 }
 
+// Live batches that arrive while the restore replay streams are also in its
+// reply: each batch is applied exactly once (a second application would
+// count copies twice: stores are not idempotent), including held batches
+// that the replay applied longer ago than the fingerprint window reaches.
+TEST_F(SequencerTest, RestoreReplayOverlappingHeldLiveBatchesAppliesEachOnce) {
+  Make(true, 41, Sequencer::FingerprintOf(P(41)));
+  for (uint64_t s = 43; s <= 45; ++s) seq_->OnLive(s, P(s), now_);
+  Serve(41, 44);
+  EXPECT_EQ(rec_.Seqs(), Range(42, 45));
+  EXPECT_EQ(stats_.duplicate_batches.load(), 2u);
+  EXPECT_EQ(seq_->sync_state(), Sequencer::SyncState::kExact);
+
+  rec_.applied.clear();
+  seq_->OnLive(47, P(47), now_);  // a gap: replay from 46, 47 held
+  for (uint64_t s = 48; s <= 52; ++s) seq_->OnLive(s, P(s), now_);
+  Serve(46, 46 + 100);            // far past the 64-entry window
+  seq_->OnLive(147, P(147), now_);
+  EXPECT_EQ(rec_.Seqs(), Range(46, 147));
+  EXPECT_EQ(stats_.batches_lost.load(), 0u);
+  EXPECT_EQ(stats_.engine_restarts.load(), 0u);
+}
+
 TEST_F(SequencerTest, RestoreFromWatermarkWithoutFingerprintChecksPositionOnly) {
   Make(true, 41);
   EXPECT_EQ(rec_.requests, std::vector<uint64_t>{41});
