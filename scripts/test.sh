@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # README command 2 and what CI runs: install, build, run every test.
-#   1. Release build, all tests (ctest); deploy lint (promtool, YAML,
-#      dashboard, metric names) and a real Prometheus scraping kvidx
+#   1. Release build, all tests (ctest, including the reliability suite's
+#      attacks on a server process); deploy lint (promtool, YAML,
+#      dashboard, metric names), a real Prometheus scraping kvidx, and
+#      restarted vs never-restarted servers compared on real processes
 #   2. ASan+UBSan build, all tests
 #   3. TSan build, the threaded tests (labels ingest, index; the gRPC-based
 #      areas cannot run under TSan with Debian's uninstrumented gRPC, see
@@ -22,9 +24,10 @@ stage "release build + tests"
 BUILD_DIR=build bash scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 300
 
-stage "deploy: lint + Prometheus end to end"
+stage "deploy: lint + Prometheus end to end + restart parity"
 BUILD_DIR=build bash scripts/check-deploy.sh
 BUILD_DIR=build bash tests/deploy/prometheus_e2e.sh
+BUILD_DIR=build bash tests/deploy/restart_parity_e2e.sh
 
 stage "ASan+UBSan build + tests"
 BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo bash scripts/build.sh \
