@@ -547,9 +547,12 @@ Status ConfigParser::ReadTop(const Value& v, ServerConfig* c) {
       {"grpc", [this, c](const Value& f) { return ReadGrpc(f, &c->grpc); }},
       {"metrics",
        [this, c](const Value& f) {
-         return ReadMap(f, {{"listen", [this, c](const Value& l) {
-                               return ReadListen(l, /*allow_empty=*/true, &c->metrics.listen);
-                             }}});
+         return ReadMap(f, {
+             {"listen",
+              [this, c](const Value& l) { return ReadListen(l, /*allow_empty=*/true, &c->metrics.listen); }},
+             {"threads", Int(1, 256, &c->metrics.threads)},
+             {"request_timeout_ms", Int(100, 600000, &c->metrics.request_timeout_ms)},
+         });
        }},
       {"data_dir", Str(&c->data_dir)},
       {"on_corrupt",

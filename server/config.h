@@ -57,6 +57,11 @@ struct GrpcConfig {
 struct MetricsConfig {
   // host:port for the Prometheus /metrics endpoint; empty disables it.
   std::string listen = "127.0.0.1:9464";
+  // HTTP worker threads: each serves one connection at a time, so this many
+  // slow or stalled clients can hold the endpoint until request_timeout_ms.
+  uint32_t threads = 8;
+  // A client must send its whole request within this long, or is dropped.
+  uint32_t request_timeout_ms = 5000;
 };
 
 struct SnapshotConfig {

@@ -202,7 +202,7 @@ Status Server::Start() {
     for (const auto& f : Node::NodeMetricFamilies()) infos.push_back(f);
     std::atomic<bool>* serving = &im.serving;
     Result<std::unique_ptr<MetricsEndpoint>> ep = MetricsEndpoint::Start(
-        im.config.metrics.listen, [node] { return node->RenderMetrics(); }, std::move(infos),
+        im.config.metrics, [node] { return node->RenderMetrics(); }, std::move(infos),
         [rpc, serving, node](std::vector<prometheus::MetricFamily>* out) {
           rpc->Render(out);
           // Where each block the engines evicted sat in our recency order
