@@ -498,6 +498,8 @@ Status ConfigParser::ReadGrpc(const Value& v, GrpcConfig* g) {
       {"max_query_hashes", Int(1, kInt32Max, &g->max_query_hashes)},
       {"max_batch_queries", Int(1, kInt32Max, &g->max_batch_queries)},
       {"max_concurrent_streams", Int(1, kInt32Max, &g->max_concurrent_streams)},
+      {"max_open_streams", Int(1, kInt32Max, &g->max_open_streams)},
+      {"max_threads", Int(4, 4096, &g->max_threads)},
       {"max_connection_age_ms", Int(0, kInt32Max, &g->max_connection_age_ms)},
   });
 }

@@ -49,6 +49,11 @@ struct GrpcConfig {
   uint32_t max_query_hashes = 1 << 16;     // block hashes per query
   uint32_t max_batch_queries = 1024;       // queries per FindPrefixBatch
   uint32_t max_concurrent_streams = 1024;  // per connection (HTTP/2 setting)
+  // FindPrefixStream calls open at once over all connections.
+  uint32_t max_open_streams = 1024;
+  // Threads for the synchronous methods (all but the FindPrefix forms), each
+  // busy for one call or open reflection stream; over it: RESOURCE_EXHAUSTED.
+  uint32_t max_threads = 64;
   // Close each client connection after this long (0 = never), so routers
   // re-resolve DNS and spread over kvidx replicas added by a scale-up.
   uint32_t max_connection_age_ms = 0;

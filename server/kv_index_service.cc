@@ -261,25 +261,74 @@ grpc::Status KvIndexService::BatchAnswer(const grpc::ServerContextBase* ctx, con
   return s;
 }
 
-grpc::Status KvIndexService::FindPrefixStream(
-    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::FindPrefixResult, v1::FindPrefixRequest>* stream) {
-  v1::FindPrefixRequest req;
-  v1::FindPrefixResult result;
-  while (stream->Read(&req)) {
+namespace {
+
+using StreamReactor = grpc::ServerBidiReactor<v1::FindPrefixRequest, v1::FindPrefixResult>;
+
+// One FindPrefixStream call: read a query, answer it, write its result,
+// read the next. One operation is outstanding at a time, so the reactions
+// never run concurrently and need no lock. `open` counts the calls alive.
+class FindPrefixStreamReactor final : public StreamReactor {
+ public:
+  FindPrefixStreamReactor(const KvIndexService* service, RpcMetrics* metrics, std::atomic<uint32_t>* open)
+      : service_(service), metrics_(metrics), open_(open) {
+    StartRead(&req_);
+  }
+
+  void OnReadDone(bool ok) override {
+    // Not ok: the client closed its side or the call was cancelled.
+    if (!ok) return Finish(grpc::Status::OK);
     RpcTimer timer(metrics_, RpcMethod::kFindPrefixStream);
-    result.Clear();
-    result.set_request_id(req.request_id());
-    grpc::Status qs = Answer(req, result.mutable_response());
+    result_.Clear();
+    result_.set_request_id(req_.request_id());
+    grpc::Status qs = service_->Answer(req_, result_.mutable_response());
     if (!qs.ok()) {
-      result.clear_response();
-      result.set_code(qs.error_code());
-      result.set_message(qs.error_message());
+      result_.clear_response();
+      result_.set_code(qs.error_code());
+      result_.set_message(qs.error_message());
     }
     timer.set_code(qs.error_code());
-    if (!stream->Write(result)) break;
-    if (ctx->IsCancelled()) break;
+    StartWrite(&result_);
   }
-  return grpc::Status::OK;
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return Finish(grpc::Status::OK);
+    StartRead(&req_);
+  }
+
+  void OnDone() override {
+    open_->fetch_sub(1, std::memory_order_relaxed);
+    delete this;
+  }
+
+ private:
+  const KvIndexService* service_;
+  RpcMetrics* metrics_;
+  std::atomic<uint32_t>* open_;
+  v1::FindPrefixRequest req_;
+  v1::FindPrefixResult result_;
+};
+
+// A stream refused before its first read.
+class RefusedStreamReactor final : public StreamReactor {
+ public:
+  explicit RefusedStreamReactor(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::FindPrefixRequest, v1::FindPrefixResult>* KvIndexService::FindPrefixStream(
+    grpc::CallbackServerContext*) {
+  const uint32_t open = open_streams_.fetch_add(1, std::memory_order_relaxed);
+  if (open >= limits_.max_open_streams) {
+    open_streams_.fetch_sub(1, std::memory_order_relaxed);
+    RpcTimer timer(metrics_, RpcMethod::kFindPrefixStream);
+    timer.set_code(grpc::StatusCode::RESOURCE_EXHAUSTED);
+    return new RefusedStreamReactor(Exhausted("FindPrefixStream: " + std::to_string(limits_.max_open_streams) +
+                                              " streams are open, the limit (grpc.max_open_streams)"));
+  }
+  return new FindPrefixStreamReactor(this, metrics_, &open_streams_);
 }
 
 grpc::Status KvIndexService::ListReplicas(grpc::ServerContext*, const v1::ListReplicasRequest* req,

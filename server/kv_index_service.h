@@ -29,10 +29,13 @@ namespace kvidx::server {
 // FindPrefix and FindPrefixBatch use gRPC's callback API: the answer is
 // computed inline on the thread that read the request (it never blocks and
 // takes microseconds), saving the sync API's hand-off to a handler thread
-// and back -- about half the loopback latency (docs/BENCHMARKS.md). The
-// other methods are rare and stay synchronous.
-using KvIndexServiceBase =
-    v1::KvIndex::WithCallbackMethod_FindPrefix<v1::KvIndex::WithCallbackMethod_FindPrefixBatch<v1::KvIndex::Service>>;
+// and back -- about half the loopback latency (docs/BENCHMARKS.md).
+// FindPrefixStream does too, so an open stream holds no thread while it
+// waits for its client; at most grpc.max_open_streams are open at once, a
+// stream over the limit ends at once with RESOURCE_EXHAUSTED naming it.
+// The other methods are rare and stay synchronous.
+using KvIndexServiceBase = v1::KvIndex::WithCallbackMethod_FindPrefix<v1::KvIndex::WithCallbackMethod_FindPrefixBatch<
+    v1::KvIndex::WithCallbackMethod_FindPrefixStream<v1::KvIndex::Service>>>;
 
 class KvIndexService final : public KvIndexServiceBase {
  public:
@@ -42,8 +45,8 @@ class KvIndexService final : public KvIndexServiceBase {
                                        v1::FindPrefixResponse* resp) override;
   grpc::ServerUnaryReactor* FindPrefixBatch(grpc::CallbackServerContext* ctx, const v1::FindPrefixBatchRequest* req,
                                             v1::FindPrefixBatchResponse* resp) override;
-  grpc::Status FindPrefixStream(grpc::ServerContext* ctx,
-                                grpc::ServerReaderWriter<v1::FindPrefixResult, v1::FindPrefixRequest>* stream) override;
+  grpc::ServerBidiReactor<v1::FindPrefixRequest, v1::FindPrefixResult>* FindPrefixStream(
+      grpc::CallbackServerContext* ctx) override;
   grpc::Status ListReplicas(grpc::ServerContext* ctx, const v1::ListReplicasRequest* req,
                             v1::ListReplicasResponse* resp) override;
   grpc::Status GetStats(grpc::ServerContext* ctx, const v1::GetStatsRequest* req, v1::GetStatsResponse* resp) override;
@@ -56,6 +59,8 @@ class KvIndexService final : public KvIndexServiceBase {
                            v1::FindPrefixBatchResponse* resp) const;
 
   uint64_t queries() const { return queries_.load(std::memory_order_relaxed); }
+  // FindPrefixStream calls open now.
+  uint32_t open_streams() const { return open_streams_.load(std::memory_order_relaxed); }
 
  private:
   const Node* node_;
@@ -64,6 +69,7 @@ class KvIndexService final : public KvIndexServiceBase {
   const std::atomic<bool>* serving_;
   const std::chrono::steady_clock::time_point started_;
   mutable std::atomic<uint64_t> queries_{0};
+  std::atomic<uint32_t> open_streams_{0};
 };
 
 // kvidx::SourceState -> kvidx.v1.SourceState.

@@ -11,6 +11,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <spdlog/spdlog.h>
 
 #include "server/admin_service.h"
@@ -188,6 +189,12 @@ Status Server::Start() {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 10000);
   }
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, static_cast<int>(gc.max_concurrent_streams));
+  // A synchronous call holds a thread until it ends (an idle reflection
+  // stream forever); past the budget gRPC answers RESOURCE_EXHAUSTED instead
+  // of starting one thread per call.
+  grpc::ResourceQuota quota("kvidx-server");
+  quota.SetMaxThreads(static_cast<int>(gc.max_threads));
+  builder.SetResourceQuota(quota);
   im.grpc_server = builder.BuildAndStart();
   if (!im.grpc_server || im.grpc_port == 0) {
     im.node->Stop();
