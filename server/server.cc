@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/admin_service.h"
+#include "server/heap_trim.h"
 #include "server/kv_index_service.h"
 #include "server/metrics_endpoint.h"
 #include "server/node.h"
@@ -29,6 +30,11 @@ using Clock = std::chrono::steady_clock;
 // A fleet whose engines are all down must not keep the service unready
 // forever: after this long, serve what the snapshot and replay gave us.
 constexpr std::chrono::seconds kReadyTimeout{30};
+
+// RSS growth that counts as a burst whose memory, once freed, goes back to
+// the OS (HeapTrimmer), and how often RSS is looked at.
+constexpr uint64_t kHeapBurstBytes = uint64_t{64} << 20;
+constexpr std::chrono::seconds kHeapPollInterval{1};
 
 Result<std::string> ReadFile(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
@@ -90,6 +96,8 @@ void Server::Impl::SetServing(bool on) {
 void Server::Impl::BackgroundLoop() {
   const Clock::time_point start = Clock::now();
   Clock::time_point last_snapshot = Clock::now();
+  Clock::time_point last_heap_poll = Clock::now();
+  HeapTrimmer trimmer(kHeapBurstBytes);
   std::unique_lock<std::mutex> lock(bg_mu);
   while (!bg_stop) {
     bg_cv.wait_for(lock, std::chrono::milliseconds(serving.load() ? 200 : 20));
@@ -99,6 +107,12 @@ void Server::Impl::BackgroundLoop() {
       if (SourcesSettled() || Clock::now() - start >= kReadyTimeout) {
         SetServing(true);
         spdlog::info("health: SERVING ({} sources)", node->ingester().ListSources().size());
+      }
+    }
+    if (Clock::now() - last_heap_poll >= kHeapPollInterval) {
+      last_heap_poll = Clock::now();
+      if (trimmer.Poll(last_heap_poll)) {
+        spdlog::debug("heap: returned free memory after a burst (RSS now {} MiB)", ProcessRssBytes() >> 20);
       }
     }
     if (node->persistent()) {
