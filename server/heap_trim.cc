@@ -24,22 +24,29 @@ HeapTrimmer::HeapTrimmer(uint64_t burst_bytes, std::function<void()> trim)
     : burst_bytes_(burst_bytes), trim_(trim ? std::move(trim) : TrimGlibcHeap) {}
 
 bool HeapTrimmer::Poll(Clock::time_point now, uint64_t rss, const std::function<uint64_t()>& rss_after_trim) {
-  if (attempts_ == 0) {
+  if (!episode_) {
     if (rss < baseline_) baseline_ = rss;
     if (rss < baseline_ + burst_bytes_) return false;
+    episode_ = true;
+    fruitless_ = 0;
   } else if (now < next_attempt_) {
     return false;
   }
   trim_();
   ++trims_;
-  ++attempts_;
   const uint64_t after = rss_after_trim();
-  if (after < baseline_ + burst_bytes_ || attempts_ >= kAttempts) {
-    if (after >= baseline_ + burst_bytes_) baseline_ = after;
-    attempts_ = 0;
+  if (after < baseline_ + burst_bytes_) {
+    episode_ = false;
     return true;
   }
-  next_attempt_ = now + kFirstRetry * (1 << (attempts_ - 1));
+  fruitless_ = after + kProgressBytes <= rss ? 0 : fruitless_ + 1;
+  if (fruitless_ >= kAttempts) {
+    baseline_ = after;
+    episode_ = false;
+    return true;
+  }
+  const int doublings = fruitless_ > 0 ? fruitless_ - 1 : 0;
+  next_attempt_ = now + kFirstRetry * (1 << doublings);
   return true;
 }
 

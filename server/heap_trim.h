@@ -11,13 +11,14 @@
 //
 // Policy, fed the RSS every poll (cheap: /proc/self/statm): RSS at least
 // `burst_bytes` above the baseline (the lowest RSS since the last burst)
-// starts an episode of at most kAttempts trims, the first at once and each
-// next one kFirstRetry, 2x, 4x ... later. The episode ends when a trim
-// brings RSS back under baseline + burst_bytes, or after the last attempt:
-// then the memory is really in use (the index grew) and the RSS after that
-// trim becomes the baseline. The attempts come 0, 4, 12 and 28 s into the
-// episode, so a burst's memory is returned within the time its backlog
-// takes to drain plus at most that gap between attempts.
+// starts an episode of trims. It ends when a trim brings RSS back under
+// baseline + burst_bytes. While trims keep returning memory (at least
+// kProgressBytes each: a backlog is still draining and freeing) they come
+// every kFirstRetry; after a trim that returned little the gap doubles, and
+// after kAttempts such trims in a row the memory is really in use (the
+// index grew): the RSS then becomes the baseline. So a burst's memory is
+// returned at most kFirstRetry after it has been freed, and memory in use
+// costs four trims at 0, 4, 12 and 28 s.
 //
 // Thread-compatible: one caller (the server's background thread).
 #pragma once
@@ -33,6 +34,7 @@ class HeapTrimmer {
   using Clock = std::chrono::steady_clock;
   static constexpr int kAttempts = 4;
   static constexpr std::chrono::seconds kFirstRetry{4};
+  static constexpr uint64_t kProgressBytes = uint64_t{16} << 20;
 
   // `trim` releases free memory (malloc_trim by default; tests pass a fake).
   explicit HeapTrimmer(uint64_t burst_bytes, std::function<void()> trim = nullptr);
@@ -50,7 +52,8 @@ class HeapTrimmer {
   uint64_t burst_bytes_;
   std::function<void()> trim_;
   uint64_t baseline_ = UINT64_MAX;
-  int attempts_ = 0;  // trims in the current episode; 0 = none running
+  bool episode_ = false;
+  int fruitless_ = 0;  // trims in a row that returned little
   Clock::time_point next_attempt_{};
   uint64_t trims_ = 0;
 };

@@ -1,6 +1,7 @@
 // HeapTrimmer's policy on a scripted RSS: a burst starts an episode of
-// trims with growing gaps that ends when RSS is back or after the last
-// attempt, when the grown RSS becomes the new baseline.
+// trims, every 4 s while they return memory and with growing gaps when they
+// do not, that ends when RSS is back or after the fourth fruitless trim,
+// when the grown RSS becomes the new baseline.
 #include "server/heap_trim.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +55,25 @@ TEST_F(HeapTrimmerTest, ABurstIsTrimmedOnceItsMemoryIsFreedWithGrowingGaps) {
   // Episode over: no more trims while RSS stays near the baseline.
   for (int s = 14; s < 60; ++s) EXPECT_FALSE(Poll(std::chrono::seconds(s)));
   EXPECT_EQ(script_.trims, 3);
+}
+
+TEST_F(HeapTrimmerTest, TrimsEveryFirstRetryWhileABacklogDrainsSlowly) {
+  EXPECT_FALSE(Poll(0s));
+  script_.rss = script_.rss_after_trim = 2000 * kMiB;
+  EXPECT_TRUE(Poll(1s));  // nothing freed yet
+  int trims = 1;
+  // The backlog frees 100 MiB per 4 s: each trim returns it, so the gap
+  // stays at 4 s however long the drain takes.
+  int s = 5;
+  for (; script_.rss >= 164 * kMiB; s += 4) {
+    script_.rss_after_trim = script_.rss - 100 * kMiB;
+    EXPECT_FALSE(Poll(std::chrono::seconds(s - 1)));
+    EXPECT_TRUE(Poll(std::chrono::seconds(s))) << s;
+    ++trims;
+  }
+  EXPECT_EQ(script_.trims, trims);
+  EXPECT_EQ(trimmer_.baseline(), 100 * kMiB);
+  EXPECT_FALSE(Poll(std::chrono::seconds(s + 10)));
 }
 
 TEST_F(HeapTrimmerTest, MemoryReallyInUseBecomesTheBaselineAfterTheLastAttempt) {
