@@ -98,6 +98,7 @@ void Server::Impl::BackgroundLoop() {
   Clock::time_point last_snapshot = Clock::now();
   Clock::time_point last_heap_poll = Clock::now();
   HeapTrimmer trimmer(kHeapBurstBytes);
+  trimmer.Poll(last_heap_poll);  // the baseline: RSS before any client came
   std::unique_lock<std::mutex> lock(bg_mu);
   while (!bg_stop) {
     bg_cv.wait_for(lock, std::chrono::milliseconds(serving.load() ? 200 : 20));

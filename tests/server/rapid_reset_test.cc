@@ -3,7 +3,6 @@
 // on a plain socket so no client library paces or coalesces the attack.
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -205,6 +204,8 @@ TEST(RapidResetTest, MemoryOfAFloodIsBoundedAndReturned) {
   ASSERT_NE(rs.server, nullptr);
   v1::FindPrefixResponse resp;
   ASSERT_TRUE(QueryTokens(rs.stubs.index.get(), Prompt(1, 64), &resp).ok());
+  // The server's heap watch measures bursts from the RSS it saw first.
+  std::this_thread::sleep_for(200ms);
   const uint64_t idle = RssBytes();
   uint64_t peak = 0;
   {
@@ -219,9 +220,9 @@ TEST(RapidResetTest, MemoryOfAFloodIsBoundedAndReturned) {
     peak = sampler.peak();
     EXPECT_TRUE(returned) << "RSS still " << Mib(RssBytes() - idle) << " MiB above idle after 30 s";
   }
-  EXPECT_LT(peak, idle + kPeakBound) << "peak " << Mib(peak - idle) << " MiB above idle";
-  std::cerr << "rapid reset, " << kStreams << " streams: idle " << Mib(idle) << " MiB, peak +" << Mib(peak - idle)
-            << " MiB\n";
+  const uint64_t rise = peak > idle ? peak - idle : 0;
+  EXPECT_LT(rise, kPeakBound) << "peak " << Mib(rise) << " MiB above idle";
+  std::cerr << "rapid reset, " << kStreams << " streams: idle " << Mib(idle) << " MiB, peak +" << Mib(rise) << " MiB\n";
 }
 
 }  // namespace
