@@ -499,6 +499,8 @@ Status ConfigParser::ReadGrpc(const Value& v, GrpcConfig* g) {
       {"max_query_hashes", Int(1, kInt32Max, &g->max_query_hashes)},
       {"max_batch_queries", Int(1, kInt32Max, &g->max_batch_queries)},
       {"max_concurrent_streams", Int(1, kInt32Max, &g->max_concurrent_streams)},
+      {"max_open_streams", Int(1, kInt32Max, &g->max_open_streams)},
+      {"max_threads", Int(4, 4096, &g->max_threads)},
       {"max_connection_age_ms", Int(0, kInt32Max, &g->max_connection_age_ms)},
   });
 }
@@ -548,9 +550,12 @@ Status ConfigParser::ReadTop(const Value& v, ServerConfig* c) {
       {"grpc", [this, c](const Value& f) { return ReadGrpc(f, &c->grpc); }},
       {"metrics",
        [this, c](const Value& f) {
-         return ReadMap(f, {{"listen", [this, c](const Value& l) {
-                               return ReadListen(l, /*allow_empty=*/true, &c->metrics.listen);
-                             }}});
+         return ReadMap(f, {
+             {"listen",
+              [this, c](const Value& l) { return ReadListen(l, /*allow_empty=*/true, &c->metrics.listen); }},
+             {"threads", Int(1, 256, &c->metrics.threads)},
+             {"request_timeout_ms", Int(100, 600000, &c->metrics.request_timeout_ms)},
+         });
        }},
       {"data_dir", Str(&c->data_dir)},
       {"on_corrupt",

@@ -54,6 +54,11 @@ struct GrpcConfig {
   uint32_t max_query_hashes = 1 << 16;     // block hashes per query
   uint32_t max_batch_queries = 1024;       // queries per FindPrefixBatch
   uint32_t max_concurrent_streams = 1024;  // per connection (HTTP/2 setting)
+  // FindPrefixStream calls open at once over all connections.
+  uint32_t max_open_streams = 1024;
+  // Threads for the synchronous methods (all but the FindPrefix forms), each
+  // busy for one call or open reflection stream; over it: RESOURCE_EXHAUSTED.
+  uint32_t max_threads = 64;
   // Close each client connection after this long (0 = never), so routers
   // re-resolve DNS and spread over kvidx replicas added by a scale-up.
   uint32_t max_connection_age_ms = 0;
@@ -62,6 +67,11 @@ struct GrpcConfig {
 struct MetricsConfig {
   // host:port for the Prometheus /metrics endpoint; empty disables it.
   std::string listen = "127.0.0.1:9464";
+  // HTTP worker threads: each serves one connection at a time, so this many
+  // slow or stalled clients can hold the endpoint until request_timeout_ms.
+  uint32_t threads = 8;
+  // A client must send its whole request within this long, or is dropped.
+  uint32_t request_timeout_ms = 5000;
 };
 
 struct SnapshotConfig {

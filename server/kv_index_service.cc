@@ -149,13 +149,6 @@ KvIndexService::KvIndexService(const Node* node, const GrpcConfig& limits, RpcMe
                                 "hashes: more than " + hashes + " hashes exceed the limit of " + hashes +
                                     " (grpc.max_query_hashes)"});
   }
-  // The stream stays synchronous (a long-lived call) but reads raw bytes.
-  MarkMethodStreamed(2, new grpc::internal::BidiStreamingHandler<KvIndexService, grpc::ByteBuffer, grpc::ByteBuffer>(
-                            [](KvIndexService* self, grpc::ServerContext* ctx,
-                               grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
-                              return self->ServeStream(ctx, stream);
-                            },
-                            this));
 }
 
 grpc::Status KvIndexService::Authorize(const grpc::ServerContextBase& ctx) const {
@@ -381,35 +374,75 @@ grpc::Status KvIndexService::BatchAnswer(const grpc::ServerContextBase* ctx, con
   });
 }
 
-grpc::Status KvIndexService::ServeStream(grpc::ServerContext* ctx,
-                                         grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
-  if (grpc::Status a = Authorize(*ctx); !a.ok()) {
-    RpcTimer timer(metrics_, RpcMethod::kFindPrefixStream);
-    timer.set_code(a.error_code());
-    return a;
-  }
-  grpc::ByteBuffer in;
-  grpc::ByteBuffer out;
+grpc::StatusCode KvIndexService::StreamAnswer(const grpc::ByteBuffer& in, grpc::ByteBuffer* out) const {
   v1::FindPrefixRequest req;
   v1::FindPrefixResult result;
-  while (stream->Read(&in)) {
-    RpcTimer timer(metrics_, RpcMethod::kFindPrefixStream);
-    result.Clear();
-    ScanResult scan;
-    grpc::Status qs = ParseRequest(in, query_scan_, &req, &scan);
-    result.set_request_id(qs.ok() ? req.request_id() : scan.echo);
-    if (qs.ok()) qs = Answer(req, result.mutable_response());
-    if (!qs.ok()) {
-      result.clear_response();
-      result.set_code(qs.error_code());
-      result.set_message(Clamp(qs.error_message()));
-    }
-    timer.set_code(qs.error_code());
-    out.Clear();
-    if (!SerializeResponse(result, &out).ok() || !stream->Write(out)) break;
-    if (ctx->IsCancelled()) break;
+  ScanResult scan;
+  grpc::Status qs = ParseRequest(in, query_scan_, &req, &scan);
+  result.set_request_id(qs.ok() ? req.request_id() : scan.echo);
+  if (qs.ok()) qs = Answer(req, result.mutable_response());
+  if (!qs.ok()) {
+    result.clear_response();
+    result.set_code(qs.error_code());
+    result.set_message(Clamp(qs.error_message()));
   }
-  return grpc::Status::OK;
+  out->Clear();
+  if (grpc::Status ss = SerializeResponse(result, out); !ss.ok()) return ss.error_code();
+  return qs.error_code();
+}
+
+// One FindPrefixStream call: read a message, answer it, write its result,
+// read the next. One operation is outstanding at a time, so the reactions
+// never run concurrently and need no lock. A malformed message fails only
+// its own result. `open_streams_` counts the calls alive.
+class KvIndexService::StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  // Finishes at once with `refused` if it is not OK.
+  // The caller has counted the call in open_streams_; OnDone uncounts it.
+  StreamReactor(KvIndexService* service, const grpc::Status& refused) : service_(service) {
+    if (!refused.ok()) {
+      RpcTimer timer(service_->metrics_, RpcMethod::kFindPrefixStream);
+      timer.set_code(refused.error_code());
+      Finish(refused);
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    // Not ok: the client closed its side or the call was cancelled.
+    if (!ok) return Finish(grpc::Status::OK);
+    RpcTimer timer(service_->metrics_, RpcMethod::kFindPrefixStream);
+    timer.set_code(service_->StreamAnswer(in_, &out_));
+    in_.Clear();
+    StartWrite(&out_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return Finish(grpc::Status::OK);
+    StartRead(&in_);
+  }
+
+  void OnDone() override {
+    service_->open_streams_.fetch_sub(1, std::memory_order_relaxed);
+    delete this;
+  }
+
+ private:
+  KvIndexService* service_;
+  grpc::ByteBuffer in_;
+  grpc::ByteBuffer out_;
+};
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KvIndexService::FindPrefixStream(
+    grpc::CallbackServerContext* ctx) {
+  const uint32_t open = open_streams_.fetch_add(1, std::memory_order_relaxed);
+  grpc::Status refused = Authorize(*ctx);
+  if (refused.ok() && open >= limits_.max_open_streams) {
+    refused = Exhausted("FindPrefixStream: " + std::to_string(limits_.max_open_streams) +
+                        " streams are open, the limit (grpc.max_open_streams)");
+  }
+  return new StreamReactor(this, refused);
 }
 
 grpc::ServerUnaryReactor* KvIndexService::ListReplicas(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,

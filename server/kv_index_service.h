@@ -37,16 +37,17 @@
 
 namespace kvidx::server {
 
-// The unary methods use gRPC's raw callback API: the answer is computed
-// inline on the thread that read the request (it never blocks and takes
+// Every method uses gRPC's raw callback API. The answer is computed inline
+// on the thread that read the request (it never blocks and takes
 // microseconds), saving the sync API's hand-off to a handler thread and
-// back -- about half the loopback latency (docs/BENCHMARKS.md) -- and the
-// request is scanned before it is parsed. FindPrefixStream stays
-// synchronous, reading raw messages through a handler installed by the
-// constructor.
-using KvIndexServiceBase = v1::KvIndex::WithRawCallbackMethod_FindPrefix<
-    v1::KvIndex::WithRawCallbackMethod_FindPrefixBatch<v1::KvIndex::WithRawCallbackMethod_ListReplicas<
-        v1::KvIndex::WithRawCallbackMethod_GetStats<v1::KvIndex::WithRawCallbackMethod_GetBlock<v1::KvIndex::Service>>>>>;
+// back -- about half the loopback latency (docs/BENCHMARKS.md) -- and each
+// request is scanned on its wire bytes before it is parsed (request_scan.h).
+// An open FindPrefixStream holds no thread while it waits for its client;
+// at most grpc.max_open_streams are open at once, and a stream over the
+// limit ends at once with RESOURCE_EXHAUSTED naming it.
+using KvIndexServiceBase = v1::KvIndex::WithRawCallbackMethod_FindPrefix<v1::KvIndex::WithRawCallbackMethod_FindPrefixBatch<
+    v1::KvIndex::WithRawCallbackMethod_FindPrefixStream<v1::KvIndex::WithRawCallbackMethod_ListReplicas<
+        v1::KvIndex::WithRawCallbackMethod_GetStats<v1::KvIndex::WithRawCallbackMethod_GetBlock<v1::KvIndex::Service>>>>>>;
 
 class KvIndexService final : public KvIndexServiceBase {
  public:
@@ -59,15 +60,14 @@ class KvIndexService final : public KvIndexServiceBase {
                                        grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* FindPrefixBatch(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
                                             grpc::ByteBuffer* resp) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* FindPrefixStream(
+      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* ListReplicas(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
                                          grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
                                      grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* GetBlock(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
                                      grpc::ByteBuffer* resp) override;
-  // FindPrefixStream, one result per raw request message.
-  grpc::Status ServeStream(grpc::ServerContext* ctx,
-                           grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
 
   // The query itself, shared by the three FindPrefix forms (and benches).
   grpc::Status Answer(const v1::FindPrefixRequest& req, v1::FindPrefixResponse* resp) const;
@@ -76,6 +76,8 @@ class KvIndexService final : public KvIndexServiceBase {
                            v1::FindPrefixBatchResponse* resp) const;
 
   uint64_t queries() const { return queries_.load(std::memory_order_relaxed); }
+  // FindPrefixStream calls open now.
+  uint32_t open_streams() const { return open_streams_.load(std::memory_order_relaxed); }
 
  private:
   grpc::Status ListReplicasAnswer(const v1::ListReplicasRequest& req, v1::ListReplicasResponse* resp) const;
@@ -88,6 +90,10 @@ class KvIndexService final : public KvIndexServiceBase {
                                   const ScanLimits& limits, google::protobuf::Message* req,
                                   google::protobuf::Message* resp, grpc::ByteBuffer* out, Answer answer);
   grpc::Status Authorize(const grpc::ServerContextBase& ctx) const;
+  // One FindPrefixStream message: `in` scanned, parsed and answered into
+  // the serialised FindPrefixResult `out`; the result's code as returned.
+  grpc::StatusCode StreamAnswer(const grpc::ByteBuffer& in, grpc::ByteBuffer* out) const;
+  class StreamReactor;
 
   const Node* node_;
   const GrpcConfig limits_;
@@ -98,6 +104,7 @@ class KvIndexService final : public KvIndexServiceBase {
   ScanLimits query_scan_;   // one FindPrefixRequest
   ScanLimits plain_scan_;   // the other requests: size only
   mutable std::atomic<uint64_t> queries_{0};
+  std::atomic<uint32_t> open_streams_{0};
 };
 
 // kvidx::SourceState -> kvidx.v1.SourceState.

@@ -55,16 +55,25 @@ class MetricsEndpoint::Collector final : public prometheus::Collectable {
   FamilyCollector families_;
 };
 
-Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& listen, SampleCollector samples,
+Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const MetricsConfig& config, SampleCollector samples,
                                                                std::vector<ingest::MetricFamilyInfo> infos,
                                                                FamilyCollector families) {
   std::unique_ptr<MetricsEndpoint> ep(new MetricsEndpoint());
   ep->collector_ = std::make_shared<Collector>(std::move(samples), std::move(infos), std::move(families));
+  // prometheus-cpp's defaults (2 threads, civetweb's 30 s request timeout)
+  // let two silent clients block every scrape. One request per connection:
+  // an idle keep-alive scraper must not hold a thread either.
+  std::vector<std::string> options = {
+      "listening_ports",    config.listen,
+      "num_threads",        std::to_string(config.threads),
+      "request_timeout_ms", std::to_string(config.request_timeout_ms),
+      "enable_keep_alive",  "no",
+  };
   try {
     // civetweb throws when it cannot bind; nothing else here should.
-    ep->exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
+    ep->exposer_ = std::make_unique<prometheus::Exposer>(std::move(options));
   } catch (const std::exception& e) {
-    return Status::Unavailable("metrics.listen \"" + listen + "\": cannot listen: " + e.what());
+    return Status::Unavailable("metrics.listen \"" + config.listen + "\": cannot listen: " + e.what());
   }
   ep->exposer_->RegisterCollectable(ep->collector_, "/metrics");
   std::vector<int> ports = ep->exposer_->GetListeningPorts();

@@ -7,6 +7,11 @@
 // Samples of one name become one family; help and type come from the
 // registered MetricFamilyInfo lists (unknown names get a generic help).
 //
+// Slow clients: each of `config.threads` HTTP threads serves one connection
+// at a time, and a connection that has not sent its whole request within
+// `config.request_timeout_ms` is dropped, so fewer stalled clients than
+// threads never delay a scrape and more delay it at most by the timeout.
+//
 // Thread-safety: scrapes run on the Exposer's threads and call the
 // collectors concurrently with everything else; collectors must be
 // thread-safe and must outlive the endpoint.
@@ -21,6 +26,7 @@
 
 #include "index/status.h"
 #include "ingest/source_stats.h"
+#include "server/config.h"
 
 namespace prometheus {
 class Exposer;
@@ -37,9 +43,9 @@ std::vector<prometheus::MetricFamily> ToFamilies(const std::vector<ingest::Metri
 
 class MetricsEndpoint {
  public:
-  // Binds `listen` ("host:port"; port 0 picks one). Unavailable if the
-  // address cannot be bound.
-  static Result<std::unique_ptr<MetricsEndpoint>> Start(const std::string& listen, SampleCollector samples,
+  // Binds `config.listen` ("host:port"; port 0 picks one). Unavailable if
+  // the address cannot be bound.
+  static Result<std::unique_ptr<MetricsEndpoint>> Start(const MetricsConfig& config, SampleCollector samples,
                                                         std::vector<ingest::MetricFamilyInfo> infos,
                                                         FamilyCollector families);
   ~MetricsEndpoint();

@@ -13,9 +13,11 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/resource_quota.h>
 #include <spdlog/spdlog.h>
 
 #include "server/admin_service.h"
+#include "server/heap_trim.h"
 #include "server/kv_index_service.h"
 #include "server/metrics_endpoint.h"
 #include "server/node.h"
@@ -30,6 +32,11 @@ using Clock = std::chrono::steady_clock;
 // A fleet whose engines are all down must not keep the service unready
 // forever: after this long, serve what the snapshot and replay gave us.
 constexpr std::chrono::seconds kReadyTimeout{30};
+
+// RSS growth that counts as a burst whose memory, once freed, goes back to
+// the OS (HeapTrimmer), and how often RSS is looked at.
+constexpr uint64_t kHeapBurstBytes = uint64_t{64} << 20;
+constexpr std::chrono::seconds kHeapPollInterval{1};
 
 Result<std::string> ReadFile(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
@@ -104,6 +111,9 @@ void Server::Impl::SetServing(bool on) {
 void Server::Impl::BackgroundLoop() {
   const Clock::time_point start = Clock::now();
   Clock::time_point last_snapshot = Clock::now();
+  Clock::time_point last_heap_poll = Clock::now();
+  HeapTrimmer trimmer(kHeapBurstBytes);
+  trimmer.Poll(last_heap_poll);  // the baseline: RSS before any client came
   std::unique_lock<std::mutex> lock(bg_mu);
   while (!bg_stop) {
     bg_cv.wait_for(lock, std::chrono::milliseconds(serving.load() ? 200 : 20));
@@ -113,6 +123,12 @@ void Server::Impl::BackgroundLoop() {
       if (SourcesSettled() || Clock::now() - start >= kReadyTimeout) {
         SetServing(true);
         spdlog::info("health: SERVING ({} sources)", node->ingester().ListSources().size());
+      }
+    }
+    if (Clock::now() - last_heap_poll >= kHeapPollInterval) {
+      last_heap_poll = Clock::now();
+      if (trimmer.Poll(last_heap_poll)) {
+        spdlog::debug("heap: returned free memory after a burst (RSS now {} MiB)", ProcessRssBytes() >> 20);
       }
     }
     if (node->persistent()) {
@@ -213,6 +229,12 @@ Status Server::Start() {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 10000);
   }
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, static_cast<int>(gc.max_concurrent_streams));
+  // A synchronous call holds a thread until it ends (an idle reflection
+  // stream forever); past the budget gRPC answers RESOURCE_EXHAUSTED instead
+  // of starting one thread per call.
+  grpc::ResourceQuota quota("kvidx-server");
+  quota.SetMaxThreads(static_cast<int>(gc.max_threads));
+  builder.SetResourceQuota(quota);
   im.grpc_server = builder.BuildAndStart();
   if (!im.grpc_server || im.grpc_port == 0) {
     im.node->Stop();
@@ -227,7 +249,7 @@ Status Server::Start() {
     for (const auto& f : Node::NodeMetricFamilies()) infos.push_back(f);
     std::atomic<bool>* serving = &im.serving;
     Result<std::unique_ptr<MetricsEndpoint>> ep = MetricsEndpoint::Start(
-        im.config.metrics.listen, [node] { return node->RenderMetrics(); }, std::move(infos),
+        im.config.metrics, [node] { return node->RenderMetrics(); }, std::move(infos),
         [rpc, serving, node](std::vector<prometheus::MetricFamily>* out) {
           rpc->Render(out);
           // Where each block the engines evicted sat in our recency order
