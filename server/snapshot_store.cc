@@ -309,10 +309,10 @@ Status CheckCommitted(const fs::path& db, const rocksdb::Options& options) {
   if (!rs.ok() && !rs.IsNotFound()) return FromRocks(rs, db.string() + ": reading '" + std::string(kCurrentKey) + "'");
   if (rs.ok() && !DecodeManifest(v, &m).ok()) return Status::Ok();  // the read-write checks name this
   if (rs.ok() && m.gen >= committed) return Status::Ok();
+  const std::string found = rs.ok() ? "the manifest key names generation " + std::to_string(m.gen)
+                                     : "the manifest key '" + std::string(kCurrentKey) + "' is missing (manifest lost)";
   return Status::Corruption((db / kCommittedFile).string() + ": generation " + std::to_string(committed) +
-                            " was committed, but " +
-                            (rs.ok() ? "the manifest key names generation " + std::to_string(m.gen)
-                                     : "the manifest key '" + std::string(kCurrentKey) + "' is missing (manifest lost)") +
+                            " was committed, but " + found +
                             ": RocksDB lost durable writes (damaged MANIFEST or write-ahead log)");
 }
 
@@ -353,7 +353,8 @@ Status SnapshotStore::OpenDb() {
     fs::create_directories(init_path, ec);
     if (ec) return Status::Unavailable(init_path.string() + ": cannot create: " + ec.message());
     rocksdb::DB* raw = nullptr;
-    Status st = FromRocks(rocksdb::DB::Open(DbOptions(true, true), init_path.string(), &raw), "creating RocksDB in " + init_path.string());
+    Status st = FromRocks(rocksdb::DB::Open(DbOptions(true, true), init_path.string(), &raw),
+                          "creating RocksDB in " + init_path.string());
     if (!st.ok()) return st;
     std::unique_ptr<rocksdb::DB> db(raw);
     rocksdb::WriteBatch format;
@@ -367,8 +368,8 @@ Status SnapshotStore::OpenDb() {
     SyncDir(dir_);
   }
 
-  Status st = CheckCurrentFile(db_path);
-  if (st.ok()) st = CheckNotLocked(db_path);
+  Status st = CheckNotLocked(db_path);
+  if (st.ok()) st = CheckCurrentFile(db_path);
   if (st.ok()) st = CheckCommitted(db_path, DbOptions(false, opts_.sync));
   if (!st.ok()) return st;
   rocksdb::DB* raw = nullptr;
