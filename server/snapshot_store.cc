@@ -186,6 +186,10 @@ rocksdb::Options DbOptions(bool create, bool sync) {
   // What Open recovers from such a WAL goes into an SST file at once.
   o.avoid_flush_during_recovery = false;
   o.max_background_jobs = 1;  // two cores; snapshots are rare and bulk-ingested
+  // RocksDB's info LOG gains ~10 KB per Write (flushes, compactions): a
+  // size cap makes it rotate, so it is bounded (~4 x 4 MiB) however long
+  // the process runs.
+  o.max_log_file_size = 4 << 20;
   o.keep_log_file_num = 3;
   o.max_manifest_file_size = 16 << 20;
   o.compression = rocksdb::kNoCompression;
