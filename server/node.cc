@@ -89,7 +89,9 @@ Status Node::Restore() {
   }
   if (!loaded.value().has_value()) {
     // Said even when expected: an empty start must never be mistaken for a restore.
-    if (store_->corruption().ok()) spdlog::info("data directory {} holds no snapshot; starting empty", config_.data_dir);
+    if (store_->corruption().ok()) {
+      spdlog::info("data directory {} holds no snapshot; starting empty", config_.data_dir);
+    }
     return Status::Ok();
   }
   const snapshot::SnapshotData& data = *loaded.value();

@@ -186,6 +186,10 @@ rocksdb::Options DbOptions(bool create, bool sync) {
   // What Open recovers from such a WAL goes into an SST file at once.
   o.avoid_flush_during_recovery = false;
   o.max_background_jobs = 1;  // two cores; snapshots are rare and bulk-ingested
+  // RocksDB's info LOG gains ~10 KB per Write (flushes, compactions): a
+  // size cap makes it rotate, so it is bounded (~4 x 4 MiB) however long
+  // the process runs.
+  o.max_log_file_size = 4 << 20;
   o.keep_log_file_num = 3;
   o.max_manifest_file_size = 16 << 20;
   o.compression = rocksdb::kNoCompression;
@@ -309,10 +313,10 @@ Status CheckCommitted(const fs::path& db, const rocksdb::Options& options) {
   if (!rs.ok() && !rs.IsNotFound()) return FromRocks(rs, db.string() + ": reading '" + std::string(kCurrentKey) + "'");
   if (rs.ok() && !DecodeManifest(v, &m).ok()) return Status::Ok();  // the read-write checks name this
   if (rs.ok() && m.gen >= committed) return Status::Ok();
+  const std::string found = rs.ok() ? "the manifest key names generation " + std::to_string(m.gen)
+                                     : "the manifest key '" + std::string(kCurrentKey) + "' is missing (manifest lost)";
   return Status::Corruption((db / kCommittedFile).string() + ": generation " + std::to_string(committed) +
-                            " was committed, but " +
-                            (rs.ok() ? "the manifest key names generation " + std::to_string(m.gen)
-                                     : "the manifest key '" + std::string(kCurrentKey) + "' is missing (manifest lost)") +
+                            " was committed, but " + found +
                             ": RocksDB lost durable writes (damaged MANIFEST or write-ahead log)");
 }
 
@@ -353,7 +357,8 @@ Status SnapshotStore::OpenDb() {
     fs::create_directories(init_path, ec);
     if (ec) return Status::Unavailable(init_path.string() + ": cannot create: " + ec.message());
     rocksdb::DB* raw = nullptr;
-    Status st = FromRocks(rocksdb::DB::Open(DbOptions(true, true), init_path.string(), &raw), "creating RocksDB in " + init_path.string());
+    Status st = FromRocks(rocksdb::DB::Open(DbOptions(true, true), init_path.string(), &raw),
+                          "creating RocksDB in " + init_path.string());
     if (!st.ok()) return st;
     std::unique_ptr<rocksdb::DB> db(raw);
     rocksdb::WriteBatch format;
@@ -367,8 +372,8 @@ Status SnapshotStore::OpenDb() {
     SyncDir(dir_);
   }
 
-  Status st = CheckCurrentFile(db_path);
-  if (st.ok()) st = CheckNotLocked(db_path);
+  Status st = CheckNotLocked(db_path);
+  if (st.ok()) st = CheckCurrentFile(db_path);
   if (st.ok()) st = CheckCommitted(db_path, DbOptions(false, opts_.sync));
   if (!st.ok()) return st;
   rocksdb::DB* raw = nullptr;

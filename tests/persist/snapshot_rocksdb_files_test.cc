@@ -1,8 +1,9 @@
 // SnapshotStore against damage to RocksDB's own files (write-ahead log,
-// MANIFEST, CURRENT), done by the test to a real store on disk. Whatever the
-// damage, Open + LoadLatest either returns the intact snapshot or fails with
-// Corruption naming the damaged file -- never an empty store. A refused
-// directory is left exactly as it was; kStartEmpty moves it aside and counts it.
+// MANIFEST, CURRENT, SST) and to the store's kvidx-committed record, done by
+// the test to a real store on disk. Whatever the damage, Open + LoadLatest
+// either returns the intact snapshot or fails with Corruption naming the
+// damaged file -- never an empty store. A refused directory is left exactly
+// as it was; kStartEmpty moves it aside and counts it.
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
