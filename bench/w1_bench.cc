@@ -12,18 +12,15 @@
 #include <vector>
 
 #include "bench/child_process.h"
+#include "bench/workload_hash.h"
 #include "index/block_index.h"
 
 namespace kvidx {
 namespace {
 
 // ---- The generator, exactly as workload.md specifies. ----
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using bench::ChainHashes;
+using bench::SplitMix;
 
 struct Rng {
   uint64_t state = 42;
@@ -41,14 +38,6 @@ struct Workload {
   std::vector<uint64_t> prompt_hashes;   // prompts x blocks, chained
   std::vector<uint64_t> query_hashes;    // queries x blocks, chained
 };
-
-void ChainHashes(const uint64_t* content, uint64_t n, uint64_t* out) {
-  uint64_t parent = 0x5eed;
-  for (uint64_t j = 0; j < n; ++j) {
-    parent = SplitMix(parent ^ SplitMix(content[j]));
-    out[j] = parent;
-  }
-}
 
 Workload Generate(const Params& p) {
   Rng rng;
