@@ -78,88 +78,126 @@ inline bool Check(const Status& s, const char* what) {
 
 }  // namespace internal
 
+// One run of the loop; construct, Run() once.
+template <typename Index>
+class W2Replay {
+ public:
+  using Key = typename Index::Key;
+
+  // Allocates the fleet and every scratch buffer, sized for the trace.
+  W2Replay(const W2Trace& trace, const W2Params& p)
+      : trace_(trace),
+        fleet_(p.replicas, p.capacity, trace.max_request_blocks),
+        keys_(trace.max_request_blocks),
+        evicted_keys_(trace.max_request_blocks),
+        match_(p.replicas),
+        latency_ns_(trace.requests()) {
+    evicted_.reserve(trace.max_request_blocks);
+    runs_.reserve(trace.max_request_blocks);
+  }
+
+  W2Run Run() {
+    const uint64_t rss0 = ResidentBytes();
+    auto created = Index::Create(trace_.max_request_blocks);
+    if (!internal::Check(created.status(), "creating the index")) return out_;
+    Index& index = **created;
+    const auto loop0 = internal::Clock::now();
+    const double cpu0 = internal::ThreadCpuSeconds();
+    for (size_t i = 0; i < trace_.requests(); ++i) {
+      if (!Request(index, i)) return out_;
+    }
+    out_.loop_s = internal::Since(loop0, internal::Clock::now());
+    out_.loop_cpu_s = internal::ThreadCpuSeconds() - cpu0;
+    const uint64_t rss1 = ResidentBytes();
+    out_.rss_growth = rss1 > rss0 ? rss1 - rss0 : 0;
+    out_.held_blocks = fleet_.held_blocks();
+    SetLatencyPercentiles();
+    out_.ok = IndexAgreesWithFleet(index);
+    return out_;
+  }
+
+ private:
+  // Steps 1-5 of workload.md for request i. False if an index call failed.
+  bool Request(Index& index, size_t i) {
+    const std::span<const uint64_t> hashes = trace_.Request(i);
+    for (size_t j = 0; j < hashes.size(); ++j) keys_[j] = Index::MakeKey(hashes[j]);
+    const std::span<const Key> request(keys_.data(), hashes.size());
+    const auto t0 = internal::Clock::now();
+    Status s = index.Query(request, match_);
+    const double took = internal::Since(t0, internal::Clock::now());
+    if (!internal::Check(s, "query")) return false;
+    latency_ns_[i] = took * 1e9;
+    out_.query_s += took;
+    const uint32_t replica = fleet_.Route(match_);
+    ++out_.checksum.requests;
+    out_.checksum.checksum_match += match_[replica];
+    fleet_.Apply(replica, hashes, &runs_);
+    return StoreRuns(index, replica, request) && RemoveEvicted(index, replica);
+  }
+
+  bool StoreRuns(Index& index, uint32_t replica, std::span<const Key> request) {
+    for (const BlockRun& run : runs_) {
+      const Key* parent = run.begin == 0 ? nullptr : &request[run.begin - 1];
+      const auto t0 = internal::Clock::now();
+      Status s = index.Store(replica, request.subspan(run.begin, run.end - run.begin), parent);
+      out_.store_s += internal::Since(t0, internal::Clock::now());
+      if (!internal::Check(s, "store")) return false;
+      out_.checksum.stored_blocks += run.end - run.begin;
+      ++out_.checksum.store_events;
+    }
+    return true;
+  }
+
+  bool RemoveEvicted(Index& index, uint32_t replica) {
+    fleet_.Evict(replica, &evicted_);
+    if (evicted_.empty()) return true;
+    // The replica held <= capacity before this request, so it evicts at
+    // most this request's new blocks: evicted_keys_ is large enough.
+    for (size_t j = 0; j < evicted_.size(); ++j) evicted_keys_[j] = Index::MakeKey(evicted_[j]);
+    const auto t0 = internal::Clock::now();
+    Status s = index.Remove(replica, std::span<const Key>(evicted_keys_.data(), evicted_.size()));
+    out_.remove_s += internal::Since(t0, internal::Clock::now());
+    if (!internal::Check(s, "remove")) return false;
+    out_.checksum.evicted_blocks += evicted_.size();
+    ++out_.checksum.remove_events;
+    return true;
+  }
+
+  void SetLatencyPercentiles() {
+    std::vector<double>& lat = latency_ns_;
+    if (lat.empty()) return;
+    std::sort(lat.begin(), lat.end());
+    out_.p50_ns = lat[lat.size() / 2];
+    out_.p99_ns = lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
+  }
+
+  // Catches stores or removals an index applied wrongly even where no later
+  // query would have noticed.
+  bool IndexAgreesWithFleet(const Index& index) const {
+    bool agree = true;
+    for (uint32_t r = 0; r < fleet_.replicas(); ++r) {
+      const uint64_t held = index.HeldBlocks(r);
+      if (held == fleet_.held_blocks(r)) continue;
+      std::fprintf(stderr, "w2: replica %u: the index holds %llu blocks, the fleet %u\n", r,
+                   static_cast<unsigned long long>(held), fleet_.held_blocks(r));
+      agree = false;
+    }
+    return agree;
+  }
+
+  const W2Trace& trace_;
+  W2Fleet fleet_;
+  std::vector<Key> keys_, evicted_keys_;
+  std::vector<uint64_t> evicted_;
+  std::vector<BlockRun> runs_;
+  std::vector<uint32_t> match_;
+  std::vector<double> latency_ns_;
+  W2Run out_;
+};
+
 template <typename Index>
 W2Run ReplayW2(const W2Trace& trace, const W2Params& p) {
-  using internal::Check;
-  using internal::Clock;
-  using internal::Since;
-  using Key = typename Index::Key;
-  const uint32_t max_blocks = trace.max_request_blocks;
-  W2Fleet fleet(p.replicas, p.capacity, max_blocks);
-  std::vector<Key> keys(max_blocks), evicted_keys(max_blocks);
-  std::vector<uint64_t> evicted;
-  evicted.reserve(max_blocks);
-  std::vector<BlockRun> runs;
-  runs.reserve(max_blocks);
-  std::vector<uint32_t> match(p.replicas);
-  std::vector<double> latency_ns(trace.requests());
-
-  W2Run out;
-  const uint64_t rss0 = ResidentBytes();
-  auto created = Index::Create(max_blocks);
-  if (!Check(created.status(), "creating the index")) return out;
-  Index& index = **created;
-  W2Checksum& sum = out.checksum;
-  const auto loop0 = Clock::now();
-  const double cpu0 = internal::ThreadCpuSeconds();
-  for (size_t i = 0; i < trace.requests(); ++i) {
-    const std::span<const uint64_t> hashes = trace.Request(i);
-    for (size_t j = 0; j < hashes.size(); ++j) keys[j] = Index::MakeKey(hashes[j]);
-    const std::span<const Key> request(keys.data(), hashes.size());
-
-    auto t0 = Clock::now();
-    Status s = index.Query(request, match);
-    auto t1 = Clock::now();
-    if (!Check(s, "query")) return out;
-    latency_ns[i] = Since(t0, t1) * 1e9;
-    out.query_s += Since(t0, t1);
-    const uint32_t replica = fleet.Route(match);
-    ++sum.requests;
-    sum.checksum_match += match[replica];
-
-    fleet.Apply(replica, hashes, &runs);
-    for (const BlockRun& run : runs) {
-      const Key* parent = run.begin == 0 ? nullptr : &keys[run.begin - 1];
-      t0 = Clock::now();
-      s = index.Store(replica, request.subspan(run.begin, run.end - run.begin), parent);
-      t1 = Clock::now();
-      if (!Check(s, "store")) return out;
-      out.store_s += Since(t0, t1);
-      sum.stored_blocks += run.end - run.begin;
-      ++sum.store_events;
-    }
-
-    fleet.Evict(replica, &evicted);
-    if (evicted.empty()) continue;
-    for (size_t j = 0; j < evicted.size(); ++j) evicted_keys[j] = Index::MakeKey(evicted[j]);
-    t0 = Clock::now();
-    s = index.Remove(replica, std::span<const Key>(evicted_keys.data(), evicted.size()));
-    t1 = Clock::now();
-    if (!Check(s, "remove")) return out;
-    out.remove_s += Since(t0, t1);
-    sum.evicted_blocks += evicted.size();
-    ++sum.remove_events;
-  }
-  out.loop_s = Since(loop0, Clock::now());
-  out.loop_cpu_s = internal::ThreadCpuSeconds() - cpu0;
-  const uint64_t rss1 = ResidentBytes();
-  out.rss_growth = rss1 > rss0 ? rss1 - rss0 : 0;
-  out.held_blocks = fleet.held_blocks();
-
-  std::sort(latency_ns.begin(), latency_ns.end());
-  if (!latency_ns.empty()) {
-    out.p50_ns = latency_ns[latency_ns.size() / 2];
-    out.p99_ns = latency_ns[std::min(latency_ns.size() - 1, latency_ns.size() * 99 / 100)];
-  }
-  out.ok = true;
-  for (uint32_t r = 0; r < p.replicas; ++r) {
-    if (index.HeldBlocks(r) != fleet.held_blocks(r)) {
-      std::fprintf(stderr, "w2: replica %u: the index holds %llu blocks, the fleet %u\n", r,
-                   static_cast<unsigned long long>(index.HeldBlocks(r)), fleet.held_blocks(r));
-      out.ok = false;
-    }
-  }
-  return out;
+  return W2Replay<Index>(trace, p).Run();
 }
 
 }  // namespace kvidx::bench
