@@ -96,6 +96,7 @@ std::string ChecksumLine(const W2Checksum& c) {
 struct W2Figures {
   double requests_per_s = 0, loop_requests_per_s = 0, stored_per_s = 0, removed_per_s = 0;
   double cpu_share = 0;   // loop CPU time / loop wall time: below ~0.9 the machine was busy
+  double query_share = 0, store_share = 0, remove_share = 0;   // of the time inside index calls
   double p50_ns = 0, p99_ns = 0, bytes_per_held_block = 0;
 };
 
@@ -107,6 +108,12 @@ W2Figures FiguresOf(const W2Run& r) {
   f.requests_per_s = Rate(c.requests, r.query_s + r.store_s + r.remove_s);
   f.loop_requests_per_s = Rate(c.requests, r.loop_s);
   f.cpu_share = r.loop_s > 0 ? r.loop_cpu_s / r.loop_s : 0;
+  const double index_s = r.query_s + r.store_s + r.remove_s;
+  if (index_s > 0) {
+    f.query_share = r.query_s / index_s;
+    f.store_share = r.store_s / index_s;
+    f.remove_share = r.remove_s / index_s;
+  }
   f.stored_per_s = Rate(c.stored_blocks, r.store_s);
   f.removed_per_s = Rate(c.evicted_blocks, r.remove_s);
   f.p50_ns = r.p50_ns;
@@ -126,7 +133,8 @@ W2Figures MedianOf(const std::vector<W2Run>& runs) {
   W2Figures m;
   for (double W2Figures::*field : {&W2Figures::requests_per_s, &W2Figures::loop_requests_per_s,
                                    &W2Figures::stored_per_s, &W2Figures::removed_per_s, &W2Figures::p50_ns,
-                                   &W2Figures::p99_ns, &W2Figures::bytes_per_held_block, &W2Figures::cpu_share}) {
+                                   &W2Figures::p99_ns, &W2Figures::bytes_per_held_block, &W2Figures::cpu_share,
+                                   &W2Figures::query_share, &W2Figures::store_share, &W2Figures::remove_share}) {
     m.*field = med(field);
   }
   return m;
@@ -144,9 +152,11 @@ void PrintImpl(const Impl& impl) {
   const W2Run& r = impl.runs.front();
   std::printf(
       "w2 impl=%s requests_per_s=%.0f loop_requests_per_s=%.0f stored_blocks_per_s=%.0f removed_blocks_per_s=%.0f "
-      "p50_us=%.3f p99_us=%.3f bytes_per_held_block=%.1f held_blocks=%" PRIu64 " cpu_share=%.2f\n",
+      "p50_us=%.3f p99_us=%.3f bytes_per_held_block=%.1f held_blocks=%" PRIu64 " "
+      "index_time_split=query:%.2f,store:%.2f,remove:%.2f cpu_share=%.2f\n",
       impl.name, f.requests_per_s, f.loop_requests_per_s, f.stored_per_s, f.removed_per_s, f.p50_ns / 1000,
-      f.p99_ns / 1000, f.bytes_per_held_block, r.held_blocks, f.cpu_share);
+      f.p99_ns / 1000, f.bytes_per_held_block, r.held_blocks, f.query_share, f.store_share, f.remove_share,
+      f.cpu_share);
   std::printf("w2 impl=%s checksum %s\n", impl.name, ChecksumLine(r.checksum).c_str());
 }
 

@@ -15,8 +15,9 @@
 // + remove), i.e. what the index costs per request; loop_requests_per_s is
 // the whole loop including the fleet simulation, which is the same work for
 // every implementation. stored/removed blocks/s count time inside Store and
-// Remove calls. cpu_share is the loop's CPU time over its wall time: on a
-// shared machine it says how much of the wall time went to other processes.
+// Remove calls; index_time_split says where the index time went. cpu_share
+// is the loop's CPU time over its wall time: on a shared machine it says how
+// much of the wall time went to other processes.
 //
 // Flags (`--flag=V` or `--flag V`; all optional): --trace=F (the shared
 // synthetic trace), --replicas=P (16), --capacity=C (32768 blocks per
