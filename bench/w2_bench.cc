@@ -221,6 +221,9 @@ int RunW2Bench(int argc, char** argv) {
     std::fprintf(stderr, "w2: checksum differs between implementations or runs\n");
     return 2;
   }
+  const W2Run& any = impls.front().runs.front();
+  std::printf("w2 workload routed_match_blocks p50=%u p90=%u p99=%u max=%u requests_matching_nothing=%" PRIu64 "\n",
+              any.match_p50, any.match_p90, any.match_p99, any.match_max, any.match_zero);
   std::printf("%s\n", ChecksumLine(expected).c_str());
   return 0;
 }

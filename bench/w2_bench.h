@@ -8,8 +8,10 @@
 // and the checksum line. Each run of each implementation happens in a forked
 // child (fresh resident-memory baseline); with --runs=R the figures are
 // medians over R runs, the implementations alternating in order run by run.
-// When every implementation run agrees, the bare checksum line is printed
-// last, in workload.md's exact form.
+// When every implementation run agrees, two lines close the output: the
+// routed replica's match length percentiles (how long the query walks are;
+// a property of the workload) and the bare checksum line, in workload.md's
+// exact form.
 //
 // Rates: requests_per_s counts only time inside index calls (query + store
 // + remove), i.e. what the index costs per request; loop_requests_per_s is

@@ -50,6 +50,10 @@ struct W2Run {
   double p50_ns = 0, p99_ns = 0;  // per-request query latency
   uint64_t rss_growth = 0;        // bytes, from before the index is created to the end
   uint64_t held_blocks = 0;       // blocks the fleet holds at the end
+  // The routed replica's match over requests (what a query walk must cover;
+  // a property of the workload, equal for every correct index).
+  uint32_t match_p50 = 0, match_p90 = 0, match_p99 = 0, match_max = 0;
+  uint64_t match_zero = 0;        // requests no replica matched at all
 };
 
 struct W2Params {
@@ -91,7 +95,8 @@ class W2Replay {
         keys_(trace.max_request_blocks),
         evicted_keys_(trace.max_request_blocks),
         match_(p.replicas),
-        latency_ns_(trace.requests()) {
+        latency_ns_(trace.requests()),
+        best_match_(trace.requests()) {
     evicted_.reserve(trace.max_request_blocks);
     runs_.reserve(trace.max_request_blocks);
   }
@@ -111,7 +116,7 @@ class W2Replay {
     const uint64_t rss1 = ResidentBytes();
     out_.rss_growth = rss1 > rss0 ? rss1 - rss0 : 0;
     out_.held_blocks = fleet_.held_blocks();
-    SetLatencyPercentiles();
+    SetPercentiles();
     out_.ok = IndexAgreesWithFleet(index);
     return out_;
   }
@@ -131,6 +136,7 @@ class W2Replay {
     const uint32_t replica = fleet_.Route(match_);
     ++out_.checksum.requests;
     out_.checksum.checksum_match += match_[replica];
+    best_match_[i] = match_[replica];
     fleet_.Apply(replica, hashes, &runs_);
     return StoreRuns(index, replica, request) && RemoveEvicted(index, replica);
   }
@@ -163,12 +169,22 @@ class W2Replay {
     return true;
   }
 
-  void SetLatencyPercentiles() {
-    std::vector<double>& lat = latency_ns_;
-    if (lat.empty()) return;
-    std::sort(lat.begin(), lat.end());
-    out_.p50_ns = lat[lat.size() / 2];
-    out_.p99_ns = lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
+  template <typename T>
+  static T Percentile(const std::vector<T>& sorted, size_t pct) {
+    return sorted[std::min(sorted.size() - 1, sorted.size() * pct / 100)];
+  }
+
+  void SetPercentiles() {
+    if (latency_ns_.empty()) return;
+    std::sort(latency_ns_.begin(), latency_ns_.end());
+    out_.p50_ns = Percentile(latency_ns_, 50);
+    out_.p99_ns = Percentile(latency_ns_, 99);
+    std::sort(best_match_.begin(), best_match_.end());
+    out_.match_p50 = Percentile(best_match_, 50);
+    out_.match_p90 = Percentile(best_match_, 90);
+    out_.match_p99 = Percentile(best_match_, 99);
+    out_.match_max = best_match_.back();
+    out_.match_zero = static_cast<uint64_t>(std::count(best_match_.begin(), best_match_.end(), 0u));
   }
 
   // Catches stores or removals an index applied wrongly even where no later
@@ -192,6 +208,7 @@ class W2Replay {
   std::vector<BlockRun> runs_;
   std::vector<uint32_t> match_;
   std::vector<double> latency_ns_;
+  std::vector<uint32_t> best_match_;   // per request, the routed replica's match
   W2Run out_;
 };
 
