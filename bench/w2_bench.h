@@ -15,11 +15,14 @@
 //
 // Rates: requests_per_s counts only time inside index calls (query + store
 // + remove), i.e. what the index costs per request; loop_requests_per_s is
-// the whole loop including the fleet simulation, which is the same work for
-// every implementation. stored/removed blocks/s count time inside Store and
-// Remove calls; index_time_split says where the index time went. cpu_share
-// is the loop's CPU time over its wall time: on a shared machine it says how
-// much of the wall time went to other processes.
+// the whole loop, fleet simulation included (the same work for every
+// implementation). loop_cpu_requests_per_s divides by the loop's CPU time
+// instead of its wall time: a busy machine disturbs it far less, though the
+// fleet's share dilutes its ratio (a per-call CPU clock is a system call,
+// ~7 us on the `cpp` machine kind: too dear to wrap every index call).
+// stored/removed blocks/s count time inside Store and Remove calls;
+// index_time_split says where the index time went. cpu_share is the loop's
+// CPU time over its wall time: how much of the wall time this process ran.
 //
 // Flags (`--flag=V` or `--flag V`; all optional): --trace=F (the shared
 // synthetic trace), --replicas=P (16), --capacity=C (32768 blocks per
