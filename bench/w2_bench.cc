@@ -106,11 +106,11 @@ double Rate(uint64_t n, double seconds) { return seconds > 0 ? static_cast<doubl
 W2Figures FiguresOf(const W2Run& r) {
   const W2Checksum& c = r.checksum;
   W2Figures f;
-  f.requests_per_s = Rate(c.requests, r.query_s + r.store_s + r.remove_s);
+  const double index_s = r.query_s + r.store_s + r.remove_s;
+  f.requests_per_s = Rate(c.requests, index_s);
   f.loop_requests_per_s = Rate(c.requests, r.loop_s);
   f.loop_cpu_requests_per_s = Rate(c.requests, r.loop_cpu_s);
   f.cpu_share = r.loop_s > 0 ? r.loop_cpu_s / r.loop_s : 0;
-  const double index_s = r.query_s + r.store_s + r.remove_s;
   if (index_s > 0) {
     f.query_share = r.query_s / index_s;
     f.store_share = r.store_s / index_s;
@@ -120,7 +120,8 @@ W2Figures FiguresOf(const W2Run& r) {
   f.removed_per_s = Rate(c.evicted_blocks, r.remove_s);
   f.p50_ns = r.p50_ns;
   f.p99_ns = r.p99_ns;
-  f.bytes_per_held_block = r.held_blocks > 0 ? static_cast<double>(r.rss_growth) / static_cast<double>(r.held_blocks) : 0;
+  f.bytes_per_held_block =
+      r.held_blocks > 0 ? static_cast<double>(r.rss_growth) / static_cast<double>(r.held_blocks) : 0;
   return f;
 }
 
@@ -154,14 +155,23 @@ void PrintImpl(const Impl& impl) {
   const W2Figures& f = impl.median;
   const W2Run& r = impl.runs.front();
   std::printf(
-      "w2 impl=%s requests_per_s=%.0f loop_requests_per_s=%.0f loop_cpu_requests_per_s=%.0f stored_blocks_per_s=%.0f "
-      "removed_blocks_per_s=%.0f "
-      "p50_us=%.3f p99_us=%.3f bytes_per_held_block=%.1f held_blocks=%" PRIu64 " "
-      "index_time_split=query:%.2f,store:%.2f,remove:%.2f cpu_share=%.2f\n",
-      impl.name, f.requests_per_s, f.loop_requests_per_s, f.loop_cpu_requests_per_s, f.stored_per_s, f.removed_per_s, f.p50_ns / 1000,
-      f.p99_ns / 1000, f.bytes_per_held_block, r.held_blocks, f.query_share, f.store_share, f.remove_share,
-      f.cpu_share);
+      "w2 impl=%s requests_per_s=%.0f loop_requests_per_s=%.0f loop_cpu_requests_per_s=%.0f "
+      "stored_blocks_per_s=%.0f removed_blocks_per_s=%.0f p50_us=%.3f p99_us=%.3f bytes_per_held_block=%.1f "
+      "held_blocks=%" PRIu64 " index_time_split=query:%.2f,store:%.2f,remove:%.2f cpu_share=%.2f\n",
+      impl.name, f.requests_per_s, f.loop_requests_per_s, f.loop_cpu_requests_per_s, f.stored_per_s,
+      f.removed_per_s, f.p50_ns / 1000, f.p99_ns / 1000, f.bytes_per_held_block, r.held_blocks, f.query_share,
+      f.store_share, f.remove_share, f.cpu_share);
   std::printf("w2 impl=%s checksum %s\n", impl.name, ChecksumLine(r.checksum).c_str());
+}
+
+// > 1 means kvidx is better, for every column (W1's convention).
+void PrintRatio(const W2Figures& kv, const W2Figures& nv) {
+  std::printf(
+      "w2 ratio kvidx/naive: requests %.2fx (loop %.2fx, loop cpu %.2fx) stored %.2fx removed %.2fx p99 %.2fx "
+      "memory %.2fx\n",
+      kv.requests_per_s / nv.requests_per_s, kv.loop_requests_per_s / nv.loop_requests_per_s,
+      kv.loop_cpu_requests_per_s / nv.loop_cpu_requests_per_s, kv.stored_per_s / nv.stored_per_s,
+      kv.removed_per_s / nv.removed_per_s, nv.p99_ns / kv.p99_ns, nv.bytes_per_held_block / kv.bytes_per_held_block);
 }
 
 // Runs every implementation `runs` times, alternating which goes first, so
@@ -213,17 +223,7 @@ int RunW2Bench(int argc, char** argv) {
     PrintImpl(impl);
     for (const W2Run& r : impl.runs) agree = agree && r.checksum == expected;
   }
-  if (impls.size() == 2) {
-    const W2Figures& kv = impls[0].median;
-    const W2Figures& nv = impls[1].median;
-    std::printf(
-        "w2 ratio kvidx/naive: requests %.2fx (loop %.2fx, loop cpu %.2fx) stored %.2fx removed %.2fx p99 %.2fx "
-        "memory %.2fx\n",
-        kv.requests_per_s / nv.requests_per_s, kv.loop_requests_per_s / nv.loop_requests_per_s,
-        kv.loop_cpu_requests_per_s / nv.loop_cpu_requests_per_s,
-                kv.stored_per_s / nv.stored_per_s, kv.removed_per_s / nv.removed_per_s, nv.p99_ns / kv.p99_ns,
-                nv.bytes_per_held_block / kv.bytes_per_held_block);
-  }
+  if (impls.size() == 2) PrintRatio(impls[0].median, impls[1].median);
   if (!agree) {
     std::fprintf(stderr, "w2: checksum differs between implementations or runs\n");
     return 2;

@@ -22,7 +22,9 @@ Status KvidxW2Index::Query(std::span<const Key> keys, std::span<uint32_t> match)
   Status s = index_.FindPrefix(model_, keys, filter_, &found_);
   if (!s.ok()) return s;
   for (const SourceMatch& m : found_.sources) {
-    if (m.source >= match.size()) return Status::Internal("FindPrefix reported unknown source " + std::to_string(m.source));
+    if (m.source >= match.size()) {
+      return Status::Internal("FindPrefix reported unknown source " + std::to_string(m.source));
+    }
     match[m.source] = m.gpu_blocks;
   }
   return Status::Ok();
@@ -45,6 +47,12 @@ uint64_t KvidxW2Index::HeldBlocks(uint32_t replica) const {
 }
 
 // ---- naive ----
+
+namespace {
+auto IsGpuOwner(uint32_t replica) {
+  return [replica](const auto& o) { return o.replica == replica && o.tier == 0; };
+}
+}  // namespace
 
 Result<std::unique_ptr<NaiveW2Index>> NaiveW2Index::Create(uint32_t /*max_query_blocks*/) {
   return std::make_unique<NaiveW2Index>();
@@ -70,7 +78,7 @@ Status NaiveW2Index::Query(std::span<const Key> keys, std::span<uint32_t> match)
 Status NaiveW2Index::Store(uint32_t replica, std::span<const Key> run, const Key* /*parent*/) {
   for (Key key : run) {
     std::vector<Owner>& owners = owners_[key];
-    auto o = std::find_if(owners.begin(), owners.end(), [&](const Owner& x) { return x.replica == replica && x.tier == 0; });
+    auto o = std::find_if(owners.begin(), owners.end(), IsGpuOwner(replica));
     if (o != owners.end()) {
       ++o->refcount;
     } else {
@@ -85,7 +93,7 @@ Status NaiveW2Index::Remove(uint32_t replica, std::span<const Key> blocks) {
     auto it = owners_.find(key);
     if (it == owners_.end()) continue;   // like kvidx's remove_unknown drift: nothing to undo
     std::vector<Owner>& owners = it->second;
-    auto o = std::find_if(owners.begin(), owners.end(), [&](const Owner& x) { return x.replica == replica && x.tier == 0; });
+    auto o = std::find_if(owners.begin(), owners.end(), IsGpuOwner(replica));
     if (o == owners.end() || --o->refcount > 0) continue;
     *o = owners.back();
     owners.pop_back();
