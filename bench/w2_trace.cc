@@ -27,7 +27,12 @@ std::string AddRequest(const nlohmann::json& request, uint32_t expand, std::vect
   content->clear();
   for (const nlohmann::json& id : *ids) {
     // nlohmann stores every non-negative integer literal as unsigned.
-    if (!id.is_number_unsigned()) return "\"hash_ids\" holds " + id.dump() + ", not a non-negative integer";
+    if (!id.is_number_unsigned()) {
+      // Only a number is shown by value: dump() recurses into arrays and
+      // objects, and a deeply nested one would overflow the stack.
+      const std::string shown = id.is_number() ? id.dump() : std::string("a JSON ") + id.type_name();
+      return "\"hash_ids\" holds " + shown + ", not a non-negative integer";
+    }
     const uint64_t h = id.get<uint64_t>();
     for (uint32_t k = 0; k < expand; ++k) content->push_back((h << 5) | k);
   }

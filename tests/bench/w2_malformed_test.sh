@@ -18,4 +18,9 @@ expect "$data/w2_negative_id.jsonl" "w2_negative_id.jsonl:3: \"hash_ids\" holds 
 expect "$data/w2_no_hash_ids.jsonl" "w2_no_hash_ids.jsonl:1: no \"hash_ids\" field"
 expect "$data/w2_not_object.jsonl" "w2_not_object.jsonl:1: not a JSON object"
 expect "$data/does_not_exist.jsonl" "cannot open trace"
+# 100,000 nested arrays inside hash_ids: reporting them must not recurse.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf '{"hash_ids": %s%s}\n' "$(printf '[%.0s' {1..100000})" "$(printf ']%.0s' {1..100000})" >"$tmp/deep.jsonl"
+expect "$tmp/deep.jsonl" "deep.jsonl:1: \"hash_ids\" holds a JSON array"
 exit $fail
