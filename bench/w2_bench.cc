@@ -67,7 +67,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       ok = ParseCount(value, kU32, &n);
       f->params.capacity = static_cast<uint32_t>(n);
     } else if (name == "--expand") {
-      ok = ParseCount(value, kU32, &f->expand) && f->expand > 0;
+      ok = ParseCount(value, 1024, &f->expand) && f->expand > 0;
     } else if (name == "--runs") {
       ok = ParseCount(value, 1000, &f->runs) && f->runs > 0;
     } else {
