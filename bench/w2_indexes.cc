@@ -48,66 +48,23 @@ uint64_t KvidxW2Index::HeldBlocks(uint32_t replica) const {
 
 // ---- naive ----
 
-namespace {
-auto IsGpuOwner(uint32_t replica) {
-  return [replica](const auto& o) { return o.replica == replica && o.tier == 0; };
-}
-}  // namespace
-
 Result<std::unique_ptr<NaiveW2Index>> NaiveW2Index::Create(uint32_t /*max_query_blocks*/) {
   return std::make_unique<NaiveW2Index>();
 }
 
 Status NaiveW2Index::Query(std::span<const Key> keys, std::span<uint32_t> match) {
-  std::fill(match.begin(), match.end(), 0);
-  for (uint32_t i = 0; i < keys.size(); ++i) {
-    auto it = owners_.find(keys[i]);
-    if (it == owners_.end()) break;
-    uint32_t alive = 0;
-    for (const Owner& o : it->second) {
-      if (o.tier == 0 && match[o.replica] == i) {
-        match[o.replica] = i + 1;
-        ++alive;
-      }
-    }
-    if (alive == 0) break;
-  }
+  index_.Match(keys, match);
   return Status::Ok();
 }
 
 Status NaiveW2Index::Store(uint32_t replica, std::span<const Key> run, const Key* /*parent*/) {
-  for (Key key : run) {
-    std::vector<Owner>& owners = owners_[key];
-    auto o = std::find_if(owners.begin(), owners.end(), IsGpuOwner(replica));
-    if (o != owners.end()) {
-      ++o->refcount;
-    } else {
-      owners.push_back({replica, 0, 1});
-    }
-  }
+  index_.Store(replica, run);
   return Status::Ok();
 }
 
 Status NaiveW2Index::Remove(uint32_t replica, std::span<const Key> blocks) {
-  for (Key key : blocks) {
-    auto it = owners_.find(key);
-    if (it == owners_.end()) continue;   // like kvidx's remove_unknown drift: nothing to undo
-    std::vector<Owner>& owners = it->second;
-    auto o = std::find_if(owners.begin(), owners.end(), IsGpuOwner(replica));
-    if (o == owners.end() || --o->refcount > 0) continue;
-    *o = owners.back();
-    owners.pop_back();
-    if (owners.empty()) owners_.erase(it);
-  }
+  index_.Remove(replica, blocks);
   return Status::Ok();
-}
-
-uint64_t NaiveW2Index::HeldBlocks(uint32_t replica) const {
-  uint64_t n = 0;
-  for (const auto& [key, owners] : owners_) {
-    n += std::count_if(owners.begin(), owners.end(), [&](const Owner& o) { return o.replica == replica; });
-  }
-  return n;
 }
 
 }  // namespace kvidx::bench

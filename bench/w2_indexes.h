@@ -16,9 +16,8 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <unordered_map>
-#include <vector>
 
+#include "bench/naive_prefix_index.h"
 #include "index/block_index.h"
 
 namespace kvidx::bench {
@@ -44,8 +43,7 @@ class KvidxW2Index {
   PrefixMatch found_;   // warm across queries: FindPrefix then allocates nothing
 };
 
-// The naive baseline, W1's: a hash map from block hash to the vector of its
-// owners (replica, tier, refcount), walked block by block.
+// The naive baseline (naive_prefix_index.h), as W1 uses it.
 class NaiveW2Index {
  public:
   using Key = uint64_t;
@@ -56,15 +54,10 @@ class NaiveW2Index {
   Status Query(std::span<const Key> keys, std::span<uint32_t> match);
   Status Store(uint32_t replica, std::span<const Key> run, const Key* parent);
   Status Remove(uint32_t replica, std::span<const Key> blocks);
-  uint64_t HeldBlocks(uint32_t replica) const;
+  uint64_t HeldBlocks(uint32_t replica) const { return index_.HeldBlocks(replica); }
 
  private:
-  struct Owner {
-    uint32_t replica;
-    uint8_t tier;
-    uint32_t refcount;
-  };
-  std::unordered_map<uint64_t, std::vector<Owner>> owners_;
+  NaivePrefixIndex index_;
 };
 
 }  // namespace kvidx::bench
