@@ -6,7 +6,8 @@
 //
 // Sizing: each replica's cache is allocated up front for capacity +
 // max_request_blocks blocks (see LruBlockSet), ~32 bytes per block, so a
-// fleet costs about replicas * (capacity + max_request_blocks) * 32 bytes.
+// fleet costs about replicas * (capacity + max_request_blocks) * 32 bytes;
+// capacity + max_request_blocks must stay below 2^32 - 1.
 // Single-threaded.
 #pragma once
 
