@@ -2,13 +2,15 @@
 //
 //   kvidx-bench [google-benchmark flags]   microbenchmarks (decode, hash, ...)
 //   kvidx-bench w1 [--prompts=N ...]        workload W1 (shared/bench/workload.md)
+//   kvidx-bench w2 [--trace F ...]          workload W2: a Mooncake trace through an LRU fleet
 //   kvidx-bench owners [--blocks=N ...]     bytes per block and per additional owner
 //   kvidx-bench snapshot [--n=N]           snapshot / restore of N index entries
 //   kvidx-bench ingest ...                 PUB -> decode -> sink, end to end
 //   kvidx-bench grpc ...                   FindPrefix over gRPC while ingest runs
 //
 // Custom drivers exist where Google Benchmark's per-iteration model does not
-// fit: W1 reports a checksum, latency percentiles and resident-memory growth.
+// fit: W1 and W2 report a checksum, latency percentiles and resident-memory
+// growth, kvidx beside a naive baseline in the same run.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include "bench/w1_bench.h"
 #define KVIDX_HAVE_W1 1
 #endif
+#include "bench/w2_bench.h"
 #if __has_include("bench/snapshot_bench.h")
 #include "bench/snapshot_bench.h"
 #define KVIDX_HAVE_SNAPSHOT 1
@@ -37,6 +40,7 @@ int main(int argc, char** argv) {
 #ifdef KVIDX_HAVE_W1
     if (std::strcmp(argv[1], "w1") == 0) return RunW1Bench(argc - 1, argv + 1);
 #endif
+    if (std::strcmp(argv[1], "w2") == 0) return RunW2Bench(argc - 1, argv + 1);
 #ifdef KVIDX_HAVE_SNAPSHOT
     if (std::strcmp(argv[1], "snapshot") == 0) return RunSnapshotBench(argc - 1, argv + 1);
 #endif

@@ -8,22 +8,20 @@
 #include <cstring>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <span>
 #include <vector>
 
 #include "bench/child_process.h"
+#include "bench/naive_prefix_index.h"
+#include "bench/workload_hash.h"
 #include "index/block_index.h"
 
 namespace kvidx {
 namespace {
 
 // ---- The generator, exactly as workload.md specifies. ----
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using bench::ChainHashes;
+using bench::SplitMix;
 
 struct Rng {
   uint64_t state = 42;
@@ -41,14 +39,6 @@ struct Workload {
   std::vector<uint64_t> prompt_hashes;   // prompts x blocks, chained
   std::vector<uint64_t> query_hashes;    // queries x blocks, chained
 };
-
-void ChainHashes(const uint64_t* content, uint64_t n, uint64_t* out) {
-  uint64_t parent = 0x5eed;
-  for (uint64_t j = 0; j < n; ++j) {
-    parent = SplitMix(parent ^ SplitMix(content[j]));
-    out[j] = parent;
-  }
-}
 
 Workload Generate(const Params& p) {
   Rng rng;
@@ -155,62 +145,27 @@ W1Result RunKvidx(const Params& p, const Workload& w) {
   return r;
 }
 
-// The naive baseline the issue asks for: a hash map from block hash to the
-// vector of its owners (replica, tier, refcount).
-struct NaiveOwner {
-  uint32_t replica;
-  uint8_t tier;
-  uint32_t refcount;
-};
-
+// The naive baseline the issue asks for (naive_prefix_index.h).
 W1Result RunNaive(const Params& p, const Workload& w) {
   W1Result r;
   uint64_t rss0 = ResidentBytes();
-  auto map = std::make_unique<std::unordered_map<uint64_t, std::vector<NaiveOwner>>>();
+  auto index = std::make_unique<bench::NaivePrefixIndex>();
   const uint64_t B = p.blocks;
   auto t0 = Clock::now();
   for (uint64_t i = 0; i < p.prompts; ++i) {
-    uint32_t replica = static_cast<uint32_t>(i % p.replicas);
-    for (uint64_t j = 0; j < B; ++j) {
-      std::vector<NaiveOwner>& owners = (*map)[w.prompt_hashes[i * B + j]];
-      bool found = false;
-      for (NaiveOwner& o : owners) {
-        if (o.replica == replica && o.tier == 0) {
-          ++o.refcount;
-          found = true;
-          break;
-        }
-      }
-      if (!found) owners.push_back({replica, 0, 1});
-    }
+    index->Store(static_cast<uint32_t>(i % p.replicas), std::span<const uint64_t>(&w.prompt_hashes[i * B], B));
   }
   auto t1 = Clock::now();
   uint64_t rss1 = ResidentBytes();
   r.inserts_per_s = static_cast<double>(p.prompts * B) / Seconds(t0, t1);
-  for (auto& [k, v] : *map) r.distinct_entries += v.size();
+  r.distinct_entries = index->OwnerEntries();
   r.bytes_per_block = static_cast<double>(rss1 - rss0) / static_cast<double>(p.prompts * B);
   r.bytes_per_owner_entry = static_cast<double>(rss1 - rss0) / static_cast<double>(r.distinct_entries);
-  std::vector<uint32_t> run(p.replicas);
+  std::vector<uint32_t> match(p.replicas);
   MeasureQueries(
       p,
       [&](uint64_t k) -> uint64_t {
-        std::fill(run.begin(), run.end(), 0);
-        const uint64_t* q = &w.query_hashes[k * B];
-        uint32_t best = 0;
-        for (uint32_t i = 0; i < B; ++i) {
-          auto it = map->find(q[i]);
-          if (it == map->end()) break;
-          uint32_t alive = 0;
-          for (const NaiveOwner& o : it->second) {
-            if (o.tier == 0 && run[o.replica] == i) {
-              run[o.replica] = i + 1;
-              ++alive;
-            }
-          }
-          if (alive == 0) break;
-          best = i + 1;
-        }
-        return best;
+        return index->Match(std::span<const uint64_t>(&w.query_hashes[k * B], B), match);
       },
       &r);
   return r;

@@ -10,6 +10,7 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libssl-dev prometheus-cpp-dev libspdlog-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev
+  nlohmann-json3-dev                  # kvidx-bench w2 reads JSONL traces
   openssl curl                        # test certificates (TLS tests), /metrics checks
   prometheus python3-yaml             # promtool + a real Prometheus (deploy checks), YAML lint
 )

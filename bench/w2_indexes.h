@@ -1,0 +1,63 @@
+// The indexes W2 replays its event stream into, behind one adapter shape so
+// that the replay driver (w2_replay.h) treats them alike:
+//
+//   using Key = ...;                       // the key type the index takes
+//   static Key MakeKey(uint64_t hash);     // done by the driver, untimed
+//   Status Query(std::span<const Key> keys, std::span<uint32_t> match);
+//       // match[r] = leading blocks of `keys` replica r holds (0 if none)
+//   Status Store(uint32_t replica, std::span<const Key> run, const Key* parent);
+//   Status Remove(uint32_t replica, std::span<const Key> blocks);
+//   uint64_t HeldBlocks(uint32_t replica) const;   // distinct blocks, for the end-of-run check
+//
+// Replica r is source r, DP rank 0, tier GPU, group 0: the same calls
+// w1_bench.cc makes. Single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "bench/naive_prefix_index.h"
+#include "index/block_index.h"
+
+namespace kvidx::bench {
+
+class KvidxW2Index {
+ public:
+  using Key = BlockKey;
+  static Key MakeKey(uint64_t hash) { return BlockKey::FromU64(hash); }
+
+  // `max_query_blocks` raises the model's query cap (8192 by default) so
+  // that no request of the trace is truncated.
+  static Result<std::unique_ptr<KvidxW2Index>> Create(uint32_t max_query_blocks);
+
+  Status Query(std::span<const Key> keys, std::span<uint32_t> match);
+  Status Store(uint32_t replica, std::span<const Key> run, const Key* parent);
+  Status Remove(uint32_t replica, std::span<const Key> blocks);
+  uint64_t HeldBlocks(uint32_t replica) const;
+
+ private:
+  BlockIndex index_;
+  ModelId model_ = 0;
+  PrefixFilter filter_;
+  PrefixMatch found_;   // warm across queries: FindPrefix then allocates nothing
+};
+
+// The naive baseline (naive_prefix_index.h), as W1 uses it.
+class NaiveW2Index {
+ public:
+  using Key = uint64_t;
+  static Key MakeKey(uint64_t hash) { return hash; }
+
+  static Result<std::unique_ptr<NaiveW2Index>> Create(uint32_t max_query_blocks);
+
+  Status Query(std::span<const Key> keys, std::span<uint32_t> match);
+  Status Store(uint32_t replica, std::span<const Key> run, const Key* parent);
+  Status Remove(uint32_t replica, std::span<const Key> blocks);
+  uint64_t HeldBlocks(uint32_t replica) const { return index_.HeldBlocks(replica); }
+
+ private:
+  NaivePrefixIndex index_;
+};
+
+}  // namespace kvidx::bench
