@@ -555,6 +555,7 @@ Status ConfigParser::ReadTop(const Value& v, ServerConfig* c) {
               [this, c](const Value& l) { return ReadListen(l, /*allow_empty=*/true, &c->metrics.listen); }},
              {"threads", Int(1, 256, &c->metrics.threads)},
              {"request_timeout_ms", Int(100, 600000, &c->metrics.request_timeout_ms)},
+             {"basic_auth_file", Str(&c->metrics.basic_auth_file)},
          });
        }},
       {"data_dir", Str(&c->data_dir)},

@@ -72,6 +72,9 @@ struct MetricsConfig {
   uint32_t threads = 8;
   // A client must send its whole request within this long, or is dropped.
   uint32_t request_timeout_ms = 5000;
+  // File holding "user:password" (one line): every scrape must send it as
+  // HTTP basic auth (Prometheus' basic_auth), else 401. "" = open.
+  std::string basic_auth_file;
 };
 
 struct SnapshotConfig {

@@ -6,16 +6,12 @@
 
 namespace kvidx::server {
 
-namespace {
-
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char d = 0;
   for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
   return d == 0;
 }
-
-}  // namespace
 
 grpc::Status CheckCredentials(const grpc::ServerContextBase& ctx, const AdminAuth& auth) {
   if (!auth.token.empty()) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <grpcpp/grpcpp.h>
 
@@ -24,5 +25,8 @@ struct AdminAuth {
 };
 
 grpc::Status CheckCredentials(const grpc::ServerContextBase& ctx, const AdminAuth& auth);
+
+// a == b, in a time that depends on the lengths only (secrets).
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
 }  // namespace kvidx::server

@@ -1,10 +1,13 @@
 #include "server/metrics_endpoint.h"
 
+#include <fstream>
 #include <map>
 #include <utility>
 
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
+
+#include "server/credentials.h"
 
 namespace kvidx::server {
 
@@ -57,7 +60,8 @@ class MetricsEndpoint::Collector final : public prometheus::Collectable {
 
 Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const MetricsConfig& config, SampleCollector samples,
                                                                std::vector<ingest::MetricFamilyInfo> infos,
-                                                               FamilyCollector families) {
+                                                               FamilyCollector families,
+                                                               ScrapeCredentials credentials) {
   std::unique_ptr<MetricsEndpoint> ep(new MetricsEndpoint());
   ep->collector_ = std::make_shared<Collector>(std::move(samples), std::move(infos), std::move(families));
   // prometheus-cpp's defaults (2 threads, civetweb's 30 s request timeout)
@@ -75,6 +79,16 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const MetricsCon
   } catch (const std::exception& e) {
     return Status::Unavailable("metrics.listen \"" + config.listen + "\": cannot listen: " + e.what());
   }
+  if (!credentials.user.empty()) {
+    ep->exposer_->RegisterAuth(
+        [c = std::move(credentials)](const std::string& user, const std::string& password) {
+          // Both compared, whichever differs: the time says nothing about which.
+          const bool u = ConstantTimeEquals(user, c.user);
+          const bool p = ConstantTimeEquals(password, c.password);
+          return u && p;
+        },
+        "kvidx", "/metrics");
+  }
   ep->exposer_->RegisterCollectable(ep->collector_, "/metrics");
   std::vector<int> ports = ep->exposer_->GetListeningPorts();
   ep->port_ = ports.empty() ? 0 : ports.front();
@@ -82,5 +96,23 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const MetricsCon
 }
 
 MetricsEndpoint::~MetricsEndpoint() = default;
+
+Result<ScrapeCredentials> ReadScrapeCredentials(const MetricsConfig& config) {
+  ScrapeCredentials c;
+  if (config.basic_auth_file.empty()) return c;
+  std::ifstream in(config.basic_auth_file, std::ios::binary);
+  if (!in) return Status::NotFound("metrics.basic_auth_file: cannot read \"" + config.basic_auth_file + "\"");
+  std::string line;
+  std::getline(in, line);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == line.size()) {
+    return Status::InvalidArgument("metrics.basic_auth_file: \"" + config.basic_auth_file +
+                                   "\" must hold one line \"user:password\" (both non-empty)");
+  }
+  c.user = line.substr(0, colon);
+  c.password = line.substr(colon + 1);
+  return c;
+}
 
 }  // namespace kvidx::server

@@ -41,13 +41,26 @@ using FamilyCollector = std::function<void(std::vector<prometheus::MetricFamily>
 std::vector<prometheus::MetricFamily> ToFamilies(const std::vector<ingest::MetricSample>& samples,
                                                  const std::vector<ingest::MetricFamilyInfo>& infos);
 
+// HTTP basic-auth credentials every scrape must carry; an empty user = none.
+struct ScrapeCredentials {
+  std::string user;
+  std::string password;
+};
+
+// Reads metrics.basic_auth_file ("user:password", surrounding whitespace
+// trimmed); no credentials if the config names no file. InvalidArgument
+// for a file without a non-empty user and password, NotFound if unreadable.
+Result<ScrapeCredentials> ReadScrapeCredentials(const MetricsConfig& config);
+
 class MetricsEndpoint {
  public:
   // Binds `config.listen` ("host:port"; port 0 picks one). Unavailable if
-  // the address cannot be bound.
+  // the address cannot be bound. With `credentials`, a scrape without them
+  // gets 401 (compared in constant time).
   static Result<std::unique_ptr<MetricsEndpoint>> Start(const MetricsConfig& config, SampleCollector samples,
                                                         std::vector<ingest::MetricFamilyInfo> infos,
-                                                        FamilyCollector families);
+                                                        FamilyCollector families,
+                                                        ScrapeCredentials credentials = {});
   ~MetricsEndpoint();
   MetricsEndpoint(const MetricsEndpoint&) = delete;
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;

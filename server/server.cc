@@ -197,6 +197,8 @@ Status Server::Start() {
     creds = grpc::InsecureServerCredentials();
   }
 
+  Result<ScrapeCredentials> scrape = ReadScrapeCredentials(im.config.metrics);
+  if (!scrape.ok()) return scrape.status();
   if (gc.require_auth_for_reads && auth.token.empty() && !auth.mtls) {
     return Status::InvalidArgument(
         "grpc.require_auth_for_reads: needs grpc.admin_token_file or grpc.tls.client_ca_file");
@@ -278,7 +280,8 @@ Status Server::Start() {
           m.gauge.value = serving->load() ? 1 : 0;
           up.metric.push_back(m);
           out->push_back(std::move(up));
-        });
+        },
+        std::move(scrape).value());
     if (!ep.ok()) {
       im.grpc_server->Shutdown();
       im.node->Stop();
