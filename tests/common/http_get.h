@@ -15,10 +15,10 @@ namespace kvidx::testing {
 
 // GET `path` from 127.0.0.1:`port`: the whole response (status line, headers
 // and body) as the server sent it before closing, or "" if nothing listens.
-// Reads give up after 10 s of silence.
-inline std::string HttpGet(int port, const std::string& path) {
+// Reads give up after `timeout_seconds` of silence.
+inline std::string HttpGet(int port, const std::string& path, int timeout_seconds = 10) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{10, 0};
+  timeval tv{timeout_seconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_in a{};
   a.sin_family = AF_INET;

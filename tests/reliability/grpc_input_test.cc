@@ -11,6 +11,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "common/raw_h2_client.h"
 #include "reliability/server_under_attack.h"
 
 namespace kvidx::reliability {
@@ -95,6 +96,23 @@ TEST_F(GrpcInputTest, LargestBatchOfEmptyQueriesIsRefusedWithoutMaterialising) {
       EXPECT_FALSE(s.ok());
       EXPECT_TRUE(Documented(s.error_code())) << s.error_code() << " " << s.error_message();
     }
+  });
+}
+
+// HTTP/2 rapid reset on FindPrefix, in bursts small enough for gRPC 1.51's
+// teardown to keep up with (see tests/server/rapid_reset_test.cc for why a
+// burst of 100,000 is beyond what kvidx alone can bound).
+TEST_F(GrpcInputTest, RapidResetBurstsAreBoundedAndReturned) {
+  ASSERT_NO_FATAL_FAILURE(Launch());
+  ExpectBounded("HTTP/2 rapid reset, 3 bursts of 5,000 streams", [&] {
+    for (int burst = 0; burst < 3; ++burst) {
+      testing::RawH2Client attacker(grpc_port_);
+      ASSERT_TRUE(attacker.RapidReset(5000, "/kvidx.v1.KvIndex/FindPrefix"));
+      ASSERT_TRUE(attacker.PingPong(std::chrono::seconds(30)));
+    }
+    RawCaller caller(grpc_port_);
+    const grpc::Status s = caller.Call("/kvidx.v1.KvIndex/GetStats", "");
+    EXPECT_TRUE(s.ok()) << s.error_message();
   });
 }
 
