@@ -1,5 +1,5 @@
-// HttpGet: one plain HTTP/1.0 GET on loopback, for tests that read the
-// metrics endpoint (test-only).
+// Loopback TCP for tests: a connected socket, and one plain HTTP/1.0 GET
+// for tests that read the metrics endpoint (test-only).
 #pragma once
 
 #include <arpa/inet.h>
@@ -13,10 +13,9 @@
 
 namespace kvidx::testing {
 
-// GET `path` from 127.0.0.1:`port`: the whole response (status line, headers
-// and body) as the server sent it before closing, or "" if nothing listens.
-// Reads give up after `timeout_seconds` of silence.
-inline std::string HttpGet(int port, const std::string& path, int timeout_seconds = 10) {
+// A TCP socket connected to 127.0.0.1:`port` whose reads give up after
+// `timeout_seconds` of silence (0 = never), or -1 if nothing listens.
+inline int ConnectLoopback(int port, int timeout_seconds = 10) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   timeval tv{timeout_seconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -26,9 +25,20 @@ inline std::string HttpGet(int port, const std::string& path, int timeout_second
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     close(fd);
-    return "";
+    return -1;
   }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  return fd;
+}
+
+// GET `path` from 127.0.0.1:`port` with `extra_headers` (each line ending
+// in "\r\n"): the whole response (status line, headers and body) as the
+// server sent it before closing, or "" if nothing listens. Reads give up
+// after `timeout_seconds` of silence.
+inline std::string HttpGet(int port, const std::string& path, int timeout_seconds = 10,
+                           const std::string& extra_headers = "") {
+  const int fd = ConnectLoopback(port, timeout_seconds);
+  if (fd < 0) return "";
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n" + extra_headers + "\r\n";
   (void)!write(fd, req.data(), req.size());
   std::string out;
   char buf[65536];

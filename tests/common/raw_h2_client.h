@@ -16,6 +16,8 @@
 #include <string_view>
 #include <thread>
 
+#include "common/http_get.h"
+
 namespace kvidx::testing {
 
 namespace h2 {
@@ -67,14 +69,10 @@ inline std::string GrpcRequestHeaders(std::string_view path) {
 class RawH2Client {
  public:
   explicit RawH2Client(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    fd_ = ConnectLoopback(port, 0);
+    connected_ = fd_ >= 0;
     timeval tv{10, 0};
     setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
     std::string hello = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     h2::PutFrameHeader(&hello, 0, h2::kSettings, 0, 0);
     h2::PutFrameHeader(&hello, 0, h2::kSettings, h2::kAck, 0);

@@ -2,9 +2,6 @@
 // /metrics requests that never finish, thousands of idle FindPrefixStream
 // streams, and engines added and removed over and over through the admin
 // API. Each must leave the server answering, within the suite's bounds.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
@@ -18,19 +15,6 @@
 namespace kvidx::reliability {
 namespace {
 
-int OpenLoopback(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 class ConnectionTest : public ServerUnderAttack {};
 
 // 16 stalled clients against the default 8 HTTP threads and 5 s request
@@ -42,7 +26,7 @@ TEST_F(ConnectionTest, UnfinishedMetricsRequestsDelayScrapesBoundedly) {
   std::vector<int> slow;
   ExpectBounded("16 unfinished /metrics requests", [&] {
     for (int i = 0; i < 16; ++i) {
-      const int fd = OpenLoopback(metrics_port_);
+      const int fd = testing::ConnectLoopback(metrics_port_);
       ASSERT_GE(fd, 0);
       const std::string partial = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";  // no blank line: never ends
       ASSERT_EQ(write(fd, partial.data(), partial.size()), static_cast<ssize_t>(partial.size()));

@@ -1,39 +1,15 @@
 // metrics.basic_auth_file: scrapes without the credentials get 401, with
 // them the metrics; a file without "user:password" stops the server start.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
+#include "common/http_get.h"
 #include "server_test_util.h"
 
 namespace kvidx::server::testing {
 namespace {
 
-// One HTTP/1.0 GET of /metrics with an optional Authorization header; the
-// whole response.
+// /metrics with an optional Authorization header; the whole response.
 std::string Scrape(int port, const std::string& authorization) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return "";
-  }
-  std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n";
-  if (!authorization.empty()) req += "Authorization: " + authorization + "\r\n";
-  req += "\r\n";
-  (void)!write(fd, req.data(), req.size());
-  std::string out;
-  char buf[65536];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
+  return kvidx::testing::HttpGet(port, "/metrics", 10,
+                                 authorization.empty() ? "" : "Authorization: " + authorization + "\r\n");
 }
 
 std::string StatusLine(const std::string& response) { return response.substr(0, response.find("\r\n")); }
