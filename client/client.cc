@@ -112,7 +112,7 @@ void Client::Prepare(grpc::ClientContext* context, bool admin) const {
   if (options_.deadline.count() > 0) {
     context->set_deadline(std::chrono::system_clock::now() + options_.deadline);
   }
-  if (admin && !options_.admin_token.empty()) {
+  if ((admin || options_.token_on_reads) && !options_.admin_token.empty()) {
     context->AddMetadata("authorization", "Bearer " + options_.admin_token);
   }
 }

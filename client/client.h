@@ -54,6 +54,9 @@ struct ClientOptions {
   // Sent as "authorization: Bearer <admin_token>" on admin calls only, so the
   // token never travels with routine queries. Empty = none.
   std::string admin_token;
+  // Send the token on query calls too: for a server with
+  // grpc.require_auth_for_reads, whose reads need the admin credential.
+  bool token_on_reads = false;
   // Per-call deadline; zero or negative = no deadline (not recommended for
   // routers: a stuck server would stall the request path).
   std::chrono::milliseconds deadline{2000};

@@ -216,6 +216,18 @@ TEST_F(ClientTest, AdminNeedsTheToken) {
   ASSERT_TRUE(WaitSourceState("r1/dp0", v1::SOURCE_STATE_EXACT));
 }
 
+TEST_F(ClientTest, TokenOnReadsForAServerThatRequiresIt) {
+  require_auth_for_reads_ = true;
+  StartServer(false);
+  v1::GetStatsResponse stats;
+  // client_ holds the token but sends it on admin calls only.
+  EXPECT_EQ(client_->GetStats(&stats).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  auto reader = MakeClient(kToken, std::chrono::milliseconds(5000), /*token_on_reads=*/true);
+  EXPECT_TRUE(reader->GetStats(&stats).ok());
+  v1::ListSourcesResponse sources;
+  EXPECT_TRUE(reader->ListSources(&sources).ok());
+}
+
 TEST_F(ClientTest, AddRemoveEngineSnapshotResync) {
   StartServer(true, {StorePayload(1000, 2)});
   ASSERT_TRUE(WaitMatched({1000, 1001}, "r1", 2));

@@ -125,6 +125,7 @@ class ServerFixture : public ::testing::Test {
     server::ServerConfig c;
     c.grpc.listen = "127.0.0.1:0";
     c.grpc.admin_token_file = token_file_;
+    c.grpc.require_auth_for_reads = require_auth_for_reads_;
     c.metrics.listen = "";
     c.data_dir = dir_ + "/data";
     c.snapshot.interval_seconds = 0;
@@ -167,10 +168,12 @@ class ServerFixture : public ::testing::Test {
   std::string Target() const { return "127.0.0.1:" + std::to_string(server_->grpc_port()); }
 
   std::unique_ptr<client::Client> MakeClient(const std::string& token,
-                                             std::chrono::milliseconds deadline = std::chrono::milliseconds(5000)) {
+                                             std::chrono::milliseconds deadline = std::chrono::milliseconds(5000),
+                                             bool token_on_reads = false) {
     client::ClientOptions o;
     o.target = Target();
     o.admin_token = token;
+    o.token_on_reads = token_on_reads;
     o.deadline = deadline;
     auto c = client::Client::Create(o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -203,6 +206,7 @@ class ServerFixture : public ::testing::Test {
 
   std::string dir_;
   std::string token_file_;
+  bool require_auth_for_reads_ = false;  // set before StartServer
   std::unique_ptr<ingest::FakeEngine> engine_;
   std::vector<std::unique_ptr<ingest::FakeEngine>> extra_engines_;
   std::unique_ptr<server::Server> server_;

@@ -80,7 +80,7 @@ int EnginesAdd(int argc, char** argv) {
   e->set_gpu_blocks(gpu_blocks);
 
   std::unique_ptr<client::Client> client;
-  if (std::optional<int> rc = cl.Connect(true, &client)) return *rc;
+  if (std::optional<int> rc = cl.Connect(&client)) return *rc;
   v1::AddEngineResponse resp;
   if (grpc::Status s = client->AddEngine(req, &resp); !s.ok()) return cl.RpcError(s);
   if (cl.json()) {
@@ -103,7 +103,7 @@ int EnginesRemove(int argc, char** argv) {
   if (cl.positional().empty()) return cl.UsageError("missing REPLICA");
   const std::string& replica = cl.positional()[0];
   std::unique_ptr<client::Client> client;
-  if (std::optional<int> rc = cl.Connect(true, &client)) return *rc;
+  if (std::optional<int> rc = cl.Connect(&client)) return *rc;
   if (grpc::Status s = client->RemoveEngine(replica); !s.ok()) return cl.RpcError(s);
   if (cl.json()) {
     std::printf("{\"replica\": %s}\n", JsonWriter::Quote(replica).c_str());
@@ -120,7 +120,7 @@ int EnginesList(int argc, char** argv) {
   v1::ListReplicasRequest req;
   if (const std::string* m = cl.Get("--model")) req.set_model(*m);
   std::unique_ptr<client::Client> client;
-  if (std::optional<int> rc = cl.Connect(false, &client)) return *rc;
+  if (std::optional<int> rc = cl.Connect(&client)) return *rc;
   v1::ListReplicasResponse resp;
   if (grpc::Status s = client->ListReplicas(req, &resp); !s.ok()) return cl.RpcError(s);
 
@@ -174,7 +174,7 @@ int RunSnapshot(int argc, char** argv) {
   CommandLine cl("snapshot", kSnapshotUsage);
   if (std::optional<int> rc = cl.Parse(argc, argv, {}, 0)) return *rc;
   std::unique_ptr<client::Client> client;
-  if (std::optional<int> rc = cl.Connect(true, &client)) return *rc;
+  if (std::optional<int> rc = cl.Connect(&client)) return *rc;
   v1::TriggerSnapshotResponse resp;
   if (grpc::Status s = client->TriggerSnapshot(&resp); !s.ok()) return cl.RpcError(s);
   if (cl.json()) {
@@ -200,7 +200,7 @@ int RunResync(int argc, char** argv) {
   if (cl.positional().empty()) return cl.UsageError("missing SOURCE");
   const std::string& source = cl.positional()[0];
   std::unique_ptr<client::Client> client;
-  if (std::optional<int> rc = cl.Connect(true, &client)) return *rc;
+  if (std::optional<int> rc = cl.Connect(&client)) return *rc;
   if (grpc::Status s = client->Resync(source); !s.ok()) return cl.RpcError(s);
   if (cl.json()) {
     std::printf("{\"source\": %s}\n", JsonWriter::Quote(source).c_str());

@@ -21,7 +21,8 @@ const char kGlobalOptionsHelp[] =
     "  --ca FILE          PEM roots to verify the server (default: system roots)\n"
     "  --cert FILE        PEM client certificate (mTLS), with --key\n"
     "  --key FILE         PEM private key of --cert\n"
-    "  --token-file FILE  admin bearer token, first line (env KVIDX_TOKEN_FILE)\n"
+    "  --token-file FILE  bearer token, first line (env KVIDX_TOKEN_FILE); sent on admin calls,\n"
+    "                     and on reads for a server with grpc.require_auth_for_reads\n"
     "  --timeout-ms N     deadline of each call (default 2000)\n"
     "  --json             machine-readable output; hashes and seqs as decimal strings\n"
     "\n"
@@ -127,7 +128,7 @@ std::optional<int> CommandLine::GetUint(std::string_view flag, uint64_t min, uin
   return std::nullopt;
 }
 
-std::optional<int> CommandLine::Connect(bool use_token, std::unique_ptr<client::Client>* out) {
+std::optional<int> CommandLine::Connect(std::unique_ptr<client::Client>* out) {
   client::ClientOptions opts;
   if (const std::string* s = Get("--server")) {
     opts.target = *s;
@@ -144,7 +145,9 @@ std::optional<int> CommandLine::Connect(bool use_token, std::unique_ptr<client::
   if (std::optional<int> rc = GetUint("--timeout-ms", 1, 3'600'000, &timeout_ms)) return rc;
   opts.deadline = std::chrono::milliseconds(timeout_ms);
 
-  if (use_token) {
+  // The token is read for every command: a server with
+  // grpc.require_auth_for_reads needs it on reads too.
+  {
     std::string token_file;
     if (const std::string* s = Get("--token-file")) {
       token_file = *s;
@@ -158,6 +161,8 @@ std::optional<int> CommandLine::Connect(bool use_token, std::unique_ptr<client::
       opts.admin_token = std::move(*token);
     }
   }
+  // An operator's token also admits reads on a server that requires it.
+  opts.token_on_reads = true;
   has_admin_credentials_ = !opts.admin_token.empty() || !opts.cert_file.empty();
 
   Result<std::unique_ptr<client::Client>> c = client::Client::Create(opts);

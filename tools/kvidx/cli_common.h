@@ -62,11 +62,11 @@ class CommandLine {
   // if the flag is absent). Returns a usage exit code on a bad value.
   std::optional<int> GetUint(std::string_view flag, uint64_t min, uint64_t max, uint64_t* out) const;
 
-  // Builds the client from the global flags and the environment. With
-  // `use_token`, reads the admin token file (flag or env) if one is named.
-  // Returns the exit code on failure (2 for bad flags, 1 for unreadable
-  // files), nullopt with *out set otherwise.
-  std::optional<int> Connect(bool use_token, std::unique_ptr<client::Client>* out);
+  // Builds the client from the global flags and the environment, reading
+  // the token file (flag or env) if one is named; the token goes with every
+  // call. Returns the exit code on failure (2 for bad flags, 1 for
+  // unreadable files), nullopt with *out set otherwise.
+  std::optional<int> Connect(std::unique_ptr<client::Client>* out);
   // After Connect(): admin credentials (a token or a client certificate) are
   // configured, so admin calls may succeed.
   bool has_admin_credentials() const { return has_admin_credentials_; }

@@ -101,7 +101,7 @@ int RunQuery(int argc, char** argv) {
   }
 
   std::unique_ptr<client::Client> client;
-  if (std::optional<int> rc = cl.Connect(false, &client)) return *rc;
+  if (std::optional<int> rc = cl.Connect(&client)) return *rc;
   v1::FindPrefixResponse resp;
   if (grpc::Status s = client->FindPrefix(req, &resp); !s.ok()) return cl.RpcError(s);
 
@@ -168,7 +168,7 @@ int RunBlock(int argc, char** argv) {
   }
 
   std::unique_ptr<client::Client> client;
-  if (std::optional<int> rc = cl.Connect(false, &client)) return *rc;
+  if (std::optional<int> rc = cl.Connect(&client)) return *rc;
   v1::GetBlockResponse resp;
   if (grpc::Status s = client->GetBlock(req, &resp); !s.ok()) return cl.RpcError(s);
 

@@ -27,7 +27,7 @@ int RunSources(int argc, char** argv) {
   CommandLine cl("sources", kSourcesUsage);
   if (std::optional<int> rc = cl.Parse(argc, argv, {}, 0)) return *rc;
   std::unique_ptr<client::Client> client;
-  if (std::optional<int> rc = cl.Connect(true, &client)) return *rc;
+  if (std::optional<int> rc = cl.Connect(&client)) return *rc;
   v1::ListSourcesResponse resp;
   if (grpc::Status s = client->ListSources(&resp); !s.ok()) return cl.RpcError(s);
 

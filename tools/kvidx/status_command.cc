@@ -125,7 +125,7 @@ int RunStatus(int argc, char** argv) {
   CommandLine cl("status", kStatusUsage);
   if (std::optional<int> rc = cl.Parse(argc, argv, {}, 0)) return *rc;
   std::unique_ptr<client::Client> client;
-  if (std::optional<int> rc = cl.Connect(false, &client)) return *rc;
+  if (std::optional<int> rc = cl.Connect(&client)) return *rc;
   v1::GetStatsResponse stats;
   if (grpc::Status s = client->GetStats(&stats); !s.ok()) return cl.RpcError(s);
   if (cl.json()) {
@@ -145,7 +145,7 @@ int RunWatch(int argc, char** argv) {
   if (std::optional<int> rc = cl.GetUint("--interval-ms", 10, 3'600'000, &interval_ms)) return *rc;
   if (std::optional<int> rc = cl.GetUint("--count", 1, UINT64_MAX, &count)) return *rc;
   std::unique_ptr<client::Client> client;
-  if (std::optional<int> rc = cl.Connect(true, &client)) return *rc;
+  if (std::optional<int> rc = cl.Connect(&client)) return *rc;
 
   const bool tty = isatty(STDOUT_FILENO) != 0;
   bool use_admin = cl.has_admin_credentials();
