@@ -202,12 +202,22 @@ class ChurnRig {
 // Before the fix every cycle kept ~22 KB in the server: a 12 KiB recency
 // histogram and 2 KiB of membership sets per source in the index, plus 12
 // metric series per removed source.
+// A sanitizer's allocator keeps freed memory (quarantine) and bypasses
+// malloc's own accounting: memory per cycle says nothing under it.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kMemoryMeasured = false;
+#else
+constexpr bool kMemoryMeasured = true;
+#endif
+
 TEST(EngineChurn, CyclesOfTheSameNamesDoNotGrowMemoryOrMetrics) {
   TempDir dir;
   ChurnRig rig(dir);
   const Growth g = rig.Run(150, 600, 8);
-  EXPECT_LT(g.heap_per_cycle, 256) << "the heap grows per add/remove cycle";
-  EXPECT_LT(g.rss_per_cycle, 1024);
+  if (kMemoryMeasured) {
+    EXPECT_LT(g.heap_per_cycle, 256) << "the heap grows per add/remove cycle";
+    EXPECT_LT(g.rss_per_cycle, 1024);
+  }
   EXPECT_LT(g.metrics_after, g.metrics_before + 256) << "only counter digits may change";
   EXPECT_EQ(rig.node().sources().size(), 8u);
   EXPECT_TRUE(rig.node().ingester().ListSources().empty());
@@ -221,8 +231,10 @@ TEST(EngineChurn, CyclesOfNewNamesKeepOnlyTheRetiredIds) {
   TempDir dir;
   ChurnRig rig(dir);
   const Growth g = rig.Run(150, 600, 0);
-  EXPECT_LT(g.heap_per_cycle, 1200) << "more than the retired id's registry entry and counters";
-  EXPECT_LT(g.rss_per_cycle, 2600);
+  if (kMemoryMeasured) {
+    EXPECT_LT(g.heap_per_cycle, 1200) << "more than the retired id's registry entry and counters";
+    EXPECT_LT(g.rss_per_cycle, 2600);
+  }
   EXPECT_LT(g.metrics_after, g.metrics_before + 256) << "series of removed sources";
   size_t kept = 0;
   for (SourceId id = 0; id < rig.node().sources().size(); ++id) kept += rig.node().index().SourceMemoryBytes(id);
