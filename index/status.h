@@ -40,6 +40,8 @@ class [[nodiscard]] Status {
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
   std::string ToString() const;
+  // The same code with `prefix` before the message (context for the caller).
+  Status WithPrefix(std::string_view prefix) const { return {code_, std::string(prefix) + message_}; }
 
  private:
   Status(StatusCode code, std::string msg) : code_(code), message_(std::move(msg)) {}

@@ -23,19 +23,6 @@ uint64_t WallMs() {
           .count());
 }
 
-// `s` with `prefix` before its message, same code.
-Status Prefixed(const Status& s, const std::string& prefix) {
-  std::string m = prefix + s.message();
-  switch (s.code()) {
-    case StatusCode::kNotFound: return Status::NotFound(std::move(m));
-    case StatusCode::kFailedPrecondition: return Status::FailedPrecondition(std::move(m));
-    case StatusCode::kOutOfRange: return Status::OutOfRange(std::move(m));
-    case StatusCode::kUnavailable: return Status::Unavailable(std::move(m));
-    case StatusCode::kInternal: return Status::Internal(std::move(m));
-    default: return Status::InvalidArgument(std::move(m));
-  }
-}
-
 }  // namespace
 
 Node::Node(const ServerConfig& config) : config_(config), sink_(&index_, &sources_, &tiers_) {}
@@ -166,7 +153,7 @@ Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>*
   EngineClaims claims = claims_;
   std::string field;
   if (Status s = ValidateEngine(entry, config_, "engine " + e.replica, &claims, &field); !s.ok()) {
-    return Prefixed(s, "engine" + (field.empty() ? std::string() : "." + field) + ": ");
+    return s.WithPrefix("engine" + (field.empty() ? std::string() : "." + field) + ": ");
   }
   std::map<uint32_t, ingest::Ingester::ResumePoint> watermarks;
   std::vector<SourceId> ids;
