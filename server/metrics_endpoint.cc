@@ -1,6 +1,5 @@
 #include "server/metrics_endpoint.h"
 
-#include <fstream>
 #include <map>
 #include <utility>
 
@@ -96,23 +95,5 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const MetricsCon
 }
 
 MetricsEndpoint::~MetricsEndpoint() = default;
-
-Result<ScrapeCredentials> ReadScrapeCredentials(const MetricsConfig& config) {
-  ScrapeCredentials c;
-  if (config.basic_auth_file.empty()) return c;
-  std::ifstream in(config.basic_auth_file, std::ios::binary);
-  if (!in) return Status::NotFound("metrics.basic_auth_file: cannot read \"" + config.basic_auth_file + "\"");
-  std::string line;
-  std::getline(in, line);
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-  const size_t colon = line.find(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == line.size()) {
-    return Status::InvalidArgument("metrics.basic_auth_file: \"" + config.basic_auth_file +
-                                   "\" must hold one line \"user:password\" (both non-empty)");
-  }
-  c.user = line.substr(0, colon);
-  c.password = line.substr(colon + 1);
-  return c;
-}
 
 }  // namespace kvidx::server

@@ -47,11 +47,6 @@ struct ScrapeCredentials {
   std::string password;
 };
 
-// Reads metrics.basic_auth_file ("user:password", surrounding whitespace
-// trimmed); no credentials if the config names no file. InvalidArgument
-// for a file without a non-empty user and password, NotFound if unreadable.
-Result<ScrapeCredentials> ReadScrapeCredentials(const MetricsConfig& config);
-
 class MetricsEndpoint {
  public:
   // Binds `config.listen` ("host:port"; port 0 picks one). Unavailable if

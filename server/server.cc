@@ -53,6 +53,22 @@ std::string Trim(std::string s) {
   return s.substr(i);
 }
 
+// metrics.basic_auth_file's first line "user:password", trimmed as the
+// admin token is; none if the config names no file. InvalidArgument for a
+// line without a non-empty user and password, NotFound if unreadable.
+Result<ScrapeCredentials> ReadScrapeCredentials(const MetricsConfig& mc) {
+  if (mc.basic_auth_file.empty()) return ScrapeCredentials{};
+  Result<std::string> text = ReadFile(mc.basic_auth_file, "metrics.basic_auth_file");
+  if (!text.ok()) return text.status();
+  const std::string line = Trim(text.value().substr(0, text.value().find('\n')));
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == line.size()) {
+    return Status::InvalidArgument("metrics.basic_auth_file: \"" + mc.basic_auth_file +
+                                   "\" must hold one line \"user:password\" (both non-empty)");
+  }
+  return ScrapeCredentials{line.substr(0, colon), line.substr(colon + 1)};
+}
+
 // Removes server reflection from one builder: linking grpc++_reflection
 // adds its plugin to every builder of the process.
 class NoReflectionOption final : public grpc::ServerBuilderOption {
