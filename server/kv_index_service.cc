@@ -357,35 +357,35 @@ grpc::Status KvIndexService::BatchAnswer(const grpc::ServerContextBase* ctx, con
   v1::FindPrefixRequest q;
   return ForEachQuery(wire, [&](google::protobuf::io::CodedInputStream& in, uint32_t len) {
     if (!in.ReadString(&bytes, static_cast<int>(len))) return Walk::kTruncated;
-    v1::FindPrefixResult* r = resp->add_results();
     ScanResult scan;
-    grpc::Status qs = ParseRequest(std::string_view(bytes), query_scan_, &q, &scan);
-    r->set_request_id(qs.ok() ? q.request_id() : scan.echo);
-    if (qs.ok()) {
-      qs = DeadlinePassed(ctx) ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed")
-                               : Answer(q, r->mutable_response());
-    }
-    if (!qs.ok()) {
-      r->clear_response();
-      r->set_code(qs.error_code());
-      r->set_message(Clamp(qs.error_message()));
-    }
+    const grpc::Status parsed = ParseRequest(std::string_view(bytes), query_scan_, &q, &scan);
+    (void)AnswerInto(parsed, q, scan, ctx, resp->add_results());
     return Walk::kNext;
   });
+}
+
+grpc::Status KvIndexService::AnswerInto(grpc::Status parsed, const v1::FindPrefixRequest& q, const ScanResult& scan,
+                                        const grpc::ServerContextBase* ctx, v1::FindPrefixResult* r) const {
+  grpc::Status qs = std::move(parsed);
+  r->set_request_id(qs.ok() ? q.request_id() : scan.echo);
+  if (qs.ok()) {
+    qs = ctx != nullptr && DeadlinePassed(ctx) ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed")
+                                               : Answer(q, r->mutable_response());
+  }
+  if (!qs.ok()) {
+    r->clear_response();
+    r->set_code(qs.error_code());
+    r->set_message(Clamp(qs.error_message()));
+  }
+  return qs;
 }
 
 grpc::StatusCode KvIndexService::StreamAnswer(const grpc::ByteBuffer& in, grpc::ByteBuffer* out) const {
   v1::FindPrefixRequest req;
   v1::FindPrefixResult result;
   ScanResult scan;
-  grpc::Status qs = ParseRequest(in, query_scan_, &req, &scan);
-  result.set_request_id(qs.ok() ? req.request_id() : scan.echo);
-  if (qs.ok()) qs = Answer(req, result.mutable_response());
-  if (!qs.ok()) {
-    result.clear_response();
-    result.set_code(qs.error_code());
-    result.set_message(Clamp(qs.error_message()));
-  }
+  const grpc::Status parsed = ParseRequest(in, query_scan_, &req, &scan);
+  const grpc::Status qs = AnswerInto(parsed, req, scan, /*ctx=*/nullptr, &result);
   out->Clear();
   if (grpc::Status ss = SerializeResponse(result, out); !ss.ok()) return ss.error_code();
   return qs.error_code();

@@ -90,6 +90,11 @@ class KvIndexService final : public KvIndexServiceBase {
                                   const ScanLimits& limits, google::protobuf::Message* req,
                                   google::protobuf::Message* resp, grpc::ByteBuffer* out, Answer answer);
   grpc::Status Authorize(const grpc::ServerContextBase& ctx) const;
+  // One query of a batch or stream: `parsed` is ParseRequest's outcome for
+  // `q` (and `scan`). Answers it unless `ctx`'s deadline passed (null: no
+  // deadline), fills `r` with the answer or the error, returns the latter.
+  grpc::Status AnswerInto(grpc::Status parsed, const v1::FindPrefixRequest& q, const ScanResult& scan,
+                          const grpc::ServerContextBase* ctx, v1::FindPrefixResult* r) const;
   // One FindPrefixStream message: `in` scanned, parsed and answered into
   // the serialised FindPrefixResult `out`; the result's code as returned.
   grpc::StatusCode StreamAnswer(const grpc::ByteBuffer& in, grpc::ByteBuffer* out) const;
