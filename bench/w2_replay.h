@@ -24,7 +24,7 @@
 #include "bench/child_process.h"
 #include "bench/w2_fleet.h"
 #include "bench/w2_trace.h"
-#include "index/status.h"
+#include "base/status.h"
 
 namespace kvidx::bench {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "index/status.h"
+#include "base/status.h"
 
 namespace kvidx::bench {
 

@@ -33,7 +33,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "index/status.h"
+#include "base/status.h"
 #include "kvidx/v1/kvidx.grpc.pb.h"
 
 namespace kvidx::client {

@@ -49,7 +49,7 @@
 #include "index/block_key.h"
 #include "index/cbor_writer.h"
 #include "index/pickle_writer.h"
-#include "index/status.h"
+#include "base/status.h"
 
 namespace kvidx {
 

@@ -89,7 +89,7 @@
 #include "index/drift_stats.h"
 #include "index/prefix_match.h"
 #include "index/source_registry.h"
-#include "index/status.h"
+#include "base/status.h"
 #include "index/tier.h"
 
 namespace kvidx {

@@ -26,6 +26,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/byte_coding.h"
+
 namespace kvidx {
 
 class BlockKey {
@@ -75,7 +77,7 @@ class BlockKey {
     size_t len = byte_len();
     size_t tail = len < 8 ? len : 8;
     std::memcpy(out, head_.data(), len - tail);
-    for (size_t i = 0; i < tail; ++i) out[len - 1 - i] = static_cast<uint8_t>(wire_ >> (8 * i));
+    StoreBigEndian(out + len - tail, wire_, tail);
   }
 
   // "0x2d45fcb51d434798" for integer form, lowercase hex digest for bytes form.

@@ -113,7 +113,7 @@ BlockKey Shard::KeyOf(uint32_t id) const {
   uint8_t buf[BlockKey::kMaxBytes];
   size_t tail = len < 8 ? len : 8;
   std::memcpy(buf, head, len - tail);
-  for (size_t i = 0; i < tail; ++i) buf[len - 1 - i] = static_cast<uint8_t>(wire >> (8 * i));
+  StoreBigEndian(buf + len - tail, wire, tail);
   return BlockKey::FromBytes(buf, len);
 }
 

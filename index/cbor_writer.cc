@@ -1,3 +1,4 @@
+#include "base/byte_coding.h"
 #include "index/cbor_writer.h"
 
 #include <algorithm>
@@ -48,7 +49,7 @@ size_t CborWriter::EncodeHead(uint8_t* p, uint8_t major, uint64_t arg) {
     ai = 26;
   }
   p[0] = static_cast<uint8_t>(mt | ai);
-  for (size_t i = 0; i < n; ++i) p[1 + i] = static_cast<uint8_t>(arg >> (8 * (n - 1 - i)));
+  StoreBigEndian(p + 1, arg, n);
   return 1 + n;
 }
 

@@ -1,3 +1,4 @@
+#include "base/byte_coding.h"
 #include "index/pickle_writer.h"
 
 #include <algorithm>
@@ -16,10 +17,6 @@ using namespace pickle_op;  // NOLINT: opcode names read like pickle.py
 constexpr size_t kMaxIntBytes = 11;
 static_assert(kMaxIntBytes >= 8, "EncodeInt's fast path stores 8 bytes");
 
-inline void PutLE(uint8_t* p, uint64_t v, size_t n) {
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
 // Header of a bytes/str opcode with a 1/4/8-byte little-endian length.
 size_t BlobHeader(uint8_t* h, size_t len, uint8_t op1, uint8_t op4, uint8_t op8) {
   if (len <= 0xff) {
@@ -29,11 +26,11 @@ size_t BlobHeader(uint8_t* h, size_t len, uint8_t op1, uint8_t op4, uint8_t op8)
   }
   if (len <= 0xffffffffu) {
     h[0] = op4;
-    PutLE(h + 1, len, 4);
+    StoreLittleEndian(h + 1, len, 4);
     return 5;
   }
   h[0] = op8;
-  PutLE(h + 1, len, 8);
+  StoreLittleEndian(h + 1, len, 8);
   return 9;
 }
 
@@ -79,7 +76,7 @@ void PickleWriter::CommitFrame() {
   uint8_t* h = buf_.data() + frame_start_;
   if (frame_len >= kFrameSizeMin) {
     h[0] = kFrame;
-    PutLE(h + 1, frame_len, 8);
+    StoreLittleEndian(h + 1, frame_len, 8);
   } else {
     std::memmove(h, h + kFrameHeaderSize, frame_len);
     len_ -= kFrameHeaderSize;
@@ -107,13 +104,13 @@ size_t PickleWriter::EncodeInt(uint8_t* p, int64_t v) {
     if constexpr (std::endian::native == std::endian::little) {
       std::memcpy(p, &word, 8);
     } else {
-      PutLE(p, word, 8);
+      StoreLittleEndian(p, word, 8);
     }
     return 2 + c1 + 2 * c2;
   }
   if (v >= std::numeric_limits<int32_t>::min() && v < 0) {
     p[0] = kBinInt;  // negative ints that fit 32 bits
-    PutLE(p + 1, u, 4);
+    StoreLittleEndian(p + 1, u, 4);
     return 5;
   }
   // LONG1, as CPython encode_long(): bit length of |v| / 8 + 1 bytes of
@@ -149,7 +146,7 @@ void PickleWriter::WriteUInt(uint64_t v) {
   uint8_t* p = Reserve(kMaxIntBytes);
   p[0] = kLong1;
   p[1] = 9;
-  PutLE(p + 2, v, 8);
+  StoreLittleEndian(p + 2, v, 8);
   p[10] = 0;
   len_ += 11;
 }
@@ -184,7 +181,7 @@ void PickleWriter::WriteMemoGet(uint32_t memo_index) {
     len_ += 2;
   } else {
     p[0] = kLongBinGet;
-    PutLE(p + 1, memo_index, 4);
+    StoreLittleEndian(p + 1, memo_index, 4);
     len_ += 5;
   }
 }

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "index/source_state.h"
-#include "index/status.h"
+#include "base/status.h"
 
 namespace kvidx {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "index/status.h"
+#include "base/status.h"
 
 namespace kvidx {
 

@@ -18,6 +18,7 @@
 //   - strings must be msgpack str: msgspec always encodes a Python str as str,
 //     so a bin there means a different producer and is kWrongType;
 //   - non-minimal headers and integer widths are accepted everywhere.
+#include "base/byte_coding.h"
 #include "ingest/decoder.h"
 
 #include <algorithm>
@@ -45,12 +46,6 @@ namespace {
 
 // Skipping unknown values recurses; this caps the stack whatever the limits say.
 constexpr uint32_t kHardMaxDepth = 256;
-
-inline uint64_t LoadBE(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
-  return v;
-}
 
 enum class Kind : uint8_t { kNil, kBool, kUint, kInt, kFloat, kStr, kBin, kArray, kMap, kExt, kInvalid };
 
@@ -233,7 +228,7 @@ class Reader {
       case 0xc6: {
         const int w = 1 << (b - 0xc4);
         if (!Need(w)) return false;
-        uint64_t len = LoadBE(p_, w);
+        uint64_t len = LoadBigEndian(p_, w);
         p_ += w;
         return Body(it, Kind::kBin, len);
       }
@@ -242,13 +237,13 @@ class Reader {
       case 0xc9: {
         const int w = 1 << (b - 0xc7);
         if (!Need(w + 1)) return false;
-        uint64_t len = LoadBE(p_, w);
+        uint64_t len = LoadBigEndian(p_, w);
         p_ += w + 1;  // length, then the ext type byte
         return Body(it, Kind::kExt, len);
       }
       case 0xca: {
         if (!Need(4)) return false;
-        uint32_t bits = static_cast<uint32_t>(LoadBE(p_, 4));
+        uint32_t bits = static_cast<uint32_t>(LoadBigEndian(p_, 4));
         float f;
         std::memcpy(&f, &bits, sizeof f);
         p_ += 4;
@@ -258,7 +253,7 @@ class Reader {
       }
       case 0xcb: {
         if (!Need(8)) return false;
-        uint64_t bits = LoadBE(p_, 8);
+        uint64_t bits = LoadBigEndian(p_, 8);
         std::memcpy(&it->f, &bits, sizeof bits);
         p_ += 8;
         it->kind = Kind::kFloat;
@@ -271,7 +266,7 @@ class Reader {
         const int w = 1 << (b - 0xcc);
         if (!Need(w)) return false;
         it->kind = Kind::kUint;
-        it->n = LoadBE(p_, w);
+        it->n = LoadBigEndian(p_, w);
         p_ += w;
         return true;
       }
@@ -281,7 +276,7 @@ class Reader {
       case 0xd3: {
         const int w = 1 << (b - 0xd0);
         if (!Need(w)) return false;
-        uint64_t raw = LoadBE(p_, w);
+        uint64_t raw = LoadBigEndian(p_, w);
         p_ += w;
         const int shift = 64 - 8 * w;  // sign-extend from w bytes
         it->kind = Kind::kInt;
@@ -302,7 +297,7 @@ class Reader {
       case 0xdb: {
         const int w = 1 << (b - 0xd9);
         if (!Need(w)) return false;
-        uint64_t len = LoadBE(p_, w);
+        uint64_t len = LoadBigEndian(p_, w);
         p_ += w;
         return Body(it, Kind::kStr, len);
       }
@@ -312,7 +307,7 @@ class Reader {
       case 0xdf: {
         const int w = (b & 1) ? 4 : 2;
         if (!Need(w)) return false;
-        uint64_t count = LoadBE(p_, w);
+        uint64_t count = LoadBigEndian(p_, w);
         p_ += w;
         return Container(it, b <= 0xdd ? Kind::kArray : Kind::kMap, count);
       }
@@ -828,7 +823,7 @@ class PayloadDecoder : public Reader {
     for (size_t i = 0; i < count; ++i) {
       // Fast path: the default wire form, uint64 (cf + 8 bytes).
       if (remaining() >= 9 && *p_ == 0xcf) {
-        keys.push_back(BlockKey::FromU64(LoadBE(p_ + 1, 8)));
+        keys.push_back(BlockKey::FromU64(LoadBigEndian(p_ + 1, 8)));
         p_ += 9;
         continue;
       }
@@ -870,12 +865,12 @@ class PayloadDecoder : public Reader {
           continue;
         }
         if (b == 0xcd && remaining() >= 3) {
-          dst[i] = static_cast<int64_t>(LoadBE(p_ + 1, 2));
+          dst[i] = static_cast<int64_t>(LoadBigEndian(p_ + 1, 2));
           p_ += 3;
           continue;
         }
         if (b == 0xce && remaining() >= 5) {
-          dst[i] = static_cast<int64_t>(LoadBE(p_ + 1, 4));
+          dst[i] = static_cast<int64_t>(LoadBigEndian(p_ + 1, 4));
           p_ += 5;
           continue;
         }
@@ -986,7 +981,7 @@ bool Decoder::SplitFrames(std::span<const std::string_view> frames, RawMessage* 
     return false;
   }
   out->topic = frames[0];
-  out->seq = LoadBE(reinterpret_cast<const uint8_t*>(frames[1].data()), 8);
+  out->seq = LoadBigEndian(reinterpret_cast<const uint8_t*>(frames[1].data()), 8);
   out->payload = frames[2];
   return true;
 }

@@ -43,7 +43,7 @@
 #include <string_view>
 #include <vector>
 
-#include "index/status.h"
+#include "base/status.h"
 #include "ingest/event.h"
 
 namespace kvidx::ingest {

@@ -4,6 +4,7 @@
 // details a generic packer does not reproduce on its own: the map16 header
 // chosen from the *declared* field count, and unsigned forms for every
 // non-negative integer regardless of the C++ type it came from.
+#include "base/byte_coding.h"
 #include "ingest/encoder.h"
 
 #include <algorithm>
@@ -18,9 +19,7 @@ class Writer {
 
   void Byte(uint8_t b) { out_->push_back(static_cast<char>(b)); }
   void BE(uint64_t v, int bytes) {
-    char buf[8];
-    for (int i = 0; i < bytes; ++i) buf[i] = static_cast<char>(v >> (8 * (bytes - 1 - i)));
-    out_->append(buf, static_cast<size_t>(bytes));
+    AppendBigEndian(out_, v, static_cast<size_t>(bytes));
   }
   void Raw(const void* p, size_t n) { out_->append(static_cast<const char*>(p), n); }
 
@@ -365,8 +364,8 @@ bool ParseWireEra(std::string_view name, WireEra* era) {
 }
 
 std::string EncodeSeq(uint64_t seq) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(seq >> (8 * (7 - i)));
+  std::string s;
+  AppendBigEndian(&s, seq, 8);
   return s;
 }
 

@@ -39,7 +39,7 @@
 
 #include <zmq.hpp>
 
-#include "index/status.h"
+#include "base/status.h"
 #include "ingest/encoder.h"
 
 namespace kvidx::ingest {

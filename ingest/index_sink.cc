@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/sampled_log.h"
+
 namespace kvidx::ingest {
 namespace {
 
@@ -44,7 +46,7 @@ void IndexSink::Count(const Status& s) {
   if (s.ok()) return;
   uint64_t n = stats_.apply_errors.fetch_add(1, std::memory_order_relaxed);
   // Power-of-two sampling keeps a persistent fault visible without flooding.
-  if ((n & (n + 1)) == 0) spdlog::warn("index apply failed ({} so far): {}", n + 1, s.ToString());
+  if (ShouldLogSampled(n + 1)) spdlog::warn("index apply failed ({} so far): {}", n + 1, s.ToString());
 }
 
 bool IndexSink::BlockSizeMatches(const Binding& b, const KvEvent& e) {

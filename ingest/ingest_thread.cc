@@ -1,3 +1,5 @@
+#include "base/byte_coding.h"
+#include "base/sampled_log.h"
 #include "ingest/ingest_thread.h"
 
 #include <sys/epoll.h>
@@ -63,15 +65,6 @@ struct IngestThread::Source final : Sequencer::Delegate {
 };
 
 namespace {
-
-// Logs the 1st, 2nd, 4th, 8th, ... occurrence: visible, never a flood.
-bool ShouldLog(uint64_t count_after_increment) { return std::has_single_bit(count_after_increment); }
-
-uint64_t LoadBE64(std::string_view s) {
-  uint64_t v = 0;
-  for (unsigned char c : s) v = (v << 8) | c;
-  return v;
-}
 
 std::string_view View(const zmq::message_t& m) { return {m.data<char>(), m.size()}; }
 
@@ -211,7 +204,7 @@ Sequencer::ApplyOutcome IngestThread::Loop::Apply(Source& s, uint64_t seq, std::
   if (!decoder_.DecodePayload(payload, &batch_, &err)) {
     auto& c = st.decode_errors[ErrorIndex(err.reason)];
     uint64_t n = c.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (ShouldLog(n)) {
+    if (ShouldLogSampled(n)) {
       spdlog::warn("source {}: seq {} undecodable ({}: {}); source DEGRADED [x{}]", s.spec.name, seq,
                    DecodeErrorReasonLabel(err.reason), err.detail, n);
     }
@@ -219,7 +212,7 @@ Sequencer::ApplyOutcome IngestThread::Loop::Apply(Source& s, uint64_t seq, std::
   }
   if (batch_.data_parallel_rank && *batch_.data_parallel_rank != static_cast<int64_t>(s.spec.dp_rank)) {
     uint64_t n = st.dp_rank_mismatches.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (ShouldLog(n)) {
+    if (ShouldLogSampled(n)) {
       spdlog::warn("source {}: batch seq {} says data_parallel_rank {} [x{}]", s.spec.name, seq,
                    *batch_.data_parallel_rank, n);
     }
@@ -567,7 +560,7 @@ void IngestThread::Loop::DrainSub(zmq::socket_t& sock, Source* fixed, Listener* 
       auto it = listener->by_topic.find(std::string(View(frames_[0])));
       if (it == listener->by_topic.end()) {
         uint64_t c = owner_->unknown_topic_.fetch_add(1, std::memory_order_relaxed) + 1;
-        if (ShouldLog(c)) {
+        if (ShouldLogSampled(c)) {
           spdlog::warn("bind {}: message with unclaimed topic '{}' dropped [x{}]", listener->resolved,
                        View(frames_[0]), c);
         }
@@ -586,20 +579,20 @@ void IngestThread::Loop::DrainSub(zmq::socket_t& sock, Source* fixed, Listener* 
     for (size_t i = 0; i < std::min<size_t>(nf, 3); ++i) views[i] = View(frames_[i]);
     if (nf != 3) {
       uint64_t c = s->stats->decode_errors[ErrorIndex(DecodeErrorReason::kFrameCount)].fetch_add(1) + 1;
-      if (ShouldLog(c)) spdlog::warn("source {}: message with {} frames dropped [x{}]", s->spec.name, nf, c);
+      if (ShouldLogSampled(c)) spdlog::warn("source {}: message with {} frames dropped [x{}]", s->spec.name, nf, c);
       AfterEvent(*s);
       continue;
     }
     if (!Decoder::SplitFrames(views, &raw, &err)) {
       uint64_t c = s->stats->decode_errors[ErrorIndex(err.reason)].fetch_add(1) + 1;
-      if (ShouldLog(c)) spdlog::warn("source {}: {} [x{}]", s->spec.name, err.detail, c);
+      if (ShouldLogSampled(c)) spdlog::warn("source {}: {} [x{}]", s->spec.name, err.detail, c);
       AfterEvent(*s);
       continue;
     }
     if (listener == nullptr && !s->spec.topic.empty() && raw.topic != s->spec.topic) {
       // SUB filters by prefix; vLLM topics are exact.
       uint64_t c = s->stats->decode_errors[ErrorIndex(IngestErrorReason::kTopicMismatch)].fetch_add(1) + 1;
-      if (ShouldLog(c)) spdlog::warn("source {}: topic '{}' is not '{}' [x{}]", s->spec.name, raw.topic, s->spec.topic, c);
+      if (ShouldLogSampled(c)) spdlog::warn("source {}: topic '{}' is not '{}' [x{}]", s->spec.name, raw.topic, s->spec.topic, c);
       continue;
     }
     s->seq->OnLive(raw.seq, raw.payload, Clock::now());
@@ -630,10 +623,10 @@ void IngestThread::Loop::DrainDealer(Source& s, void* handle) {
     }
     if (!ok) {
       uint64_t c = s.stats->decode_errors[ErrorIndex(IngestErrorReason::kReplayFrame)].fetch_add(1) + 1;
-      if (ShouldLog(c)) spdlog::warn("source {}: malformed replay reply ({} frames) [x{}]", s.spec.name, nf, c);
+      if (ShouldLogSampled(c)) spdlog::warn("source {}: malformed replay reply ({} frames) [x{}]", s.spec.name, nf, c);
       continue;
     }
-    uint64_t seq = LoadBE64(seq_frame);
+    uint64_t seq = LoadBigEndian(seq_frame);
     auto now = Clock::now();
     if (seq == kReplayEndSeq) {
       s.seq->OnReplayEnd(now);

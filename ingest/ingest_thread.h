@@ -43,7 +43,7 @@
 
 #include <zmq.hpp>
 
-#include "index/status.h"
+#include "base/status.h"
 #include "ingest/batch_sink.h"
 #include "ingest/ingest_options.h"
 #include "ingest/source_config.h"

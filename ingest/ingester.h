@@ -24,7 +24,7 @@
 
 #include <zmq.hpp>
 
-#include "index/status.h"
+#include "base/status.h"
 #include "ingest/batch_sink.h"
 #include "ingest/ingest_options.h"
 #include "ingest/ingest_thread.h"

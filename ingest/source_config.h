@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "index/status.h"
+#include "base/status.h"
 
 namespace kvidx::ingest {
 

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "index/status.h"
+#include "base/status.h"
 #include "ingest/ingest_options.h"
 #include "ingest/source_config.h"
 

@@ -24,7 +24,7 @@
 
 #include <prometheus/metric_family.h>
 
-#include "index/status.h"
+#include "base/status.h"
 #include "ingest/source_stats.h"
 #include "server/config.h"
 

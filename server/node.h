@@ -35,7 +35,7 @@
 #include "index/block_hasher.h"
 #include "index/block_index.h"
 #include "index/source_registry.h"
-#include "index/status.h"
+#include "base/status.h"
 #include "index/tier.h"
 #include "ingest/index_sink.h"
 #include "ingest/ingester.h"

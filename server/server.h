@@ -23,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "index/status.h"
+#include "base/status.h"
 #include "server/config.h"
 
 namespace kvidx::server {

@@ -1,3 +1,4 @@
+#include "base/byte_coding.h"
 #include "server/snapshot_format.h"
 
 #include <bit>
@@ -90,18 +91,6 @@ class Reader {
   size_t pos_ = 0;
   Status status_;
 };
-
-void PutBE64(std::string* s, uint64_t v) {
-  for (int i = 7; i >= 0; --i) s->push_back(static_cast<char>(v >> (8 * i)));
-}
-void PutBE32(std::string* s, uint32_t v) {
-  for (int i = 3; i >= 0; --i) s->push_back(static_cast<char>(v >> (8 * i)));
-}
-uint64_t GetBE(const char* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
 
 bool KnownChunkType(uint8_t t) {
   switch (static_cast<ChunkType>(t)) {
@@ -200,22 +189,22 @@ std::string_view ChunkTypeName(ChunkType t) {
 
 std::string GenKey(uint64_t gen) {
   std::string k(1, kGenPrefix);
-  PutBE64(&k, gen);
+  AppendBigEndian(&k, gen, 8);
   return k;
 }
 
 std::string ChunkKey(uint64_t gen, ChunkType type, uint32_t index) {
   std::string k = GenKey(gen);
   k.push_back(static_cast<char>(type));
-  PutBE32(&k, index);
+  AppendBigEndian(&k, index, 4);
   return k;
 }
 
 bool ParseChunkKey(std::string_view key, ParsedChunkKey* out) {
   if (key.size() != 14 || key[0] != kGenPrefix || !KnownChunkType(static_cast<uint8_t>(key[9]))) return false;
-  out->gen = GetBE(key.data() + 1, 8);
+  out->gen = LoadBigEndian(reinterpret_cast<const uint8_t*>(key.data() + 1), 8);
   out->type = static_cast<ChunkType>(key[9]);
-  out->index = static_cast<uint32_t>(GetBE(key.data() + 10, 4));
+  out->index = static_cast<uint32_t>(LoadBigEndian(reinterpret_cast<const uint8_t*>(key.data() + 10), 4));
   return true;
 }
 

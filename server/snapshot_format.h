@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "index/block_index.h"
-#include "index/status.h"
+#include "base/status.h"
 
 namespace kvidx::snapshot {
 

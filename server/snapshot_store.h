@@ -93,7 +93,7 @@
 
 #include "index/block_index.h"
 #include "index/source_registry.h"
-#include "index/status.h"
+#include "base/status.h"
 #include "index/tier.h"
 #include "server/snapshot_format.h"
 

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "client/client.h"
-#include "index/status.h"
+#include "base/status.h"
 #include "tools/sim/fleet.h"
 
 namespace kvidx::sim {

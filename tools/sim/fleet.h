@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "index/block_hasher.h"
-#include "index/status.h"
+#include "base/status.h"
 #include "ingest/encoder.h"
 #include "ingest/fake_engine.h"
 #include "tools/sim/sim_rank.h"

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "index/block_hasher.h"
-#include "index/status.h"
+#include "base/status.h"
 #include "ingest/encoder.h"
 #include "ingest/event.h"
 #include "ingest/fake_engine.h"

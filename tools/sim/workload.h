@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "index/status.h"
+#include "base/status.h"
 
 namespace kvidx::sim {
 
