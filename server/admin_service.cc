@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "server/kv_index_service.h"
+#include "server/proto_convert.h"
 #include "server/request_scan.h"
 
 namespace kvidx::server {

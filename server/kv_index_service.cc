@@ -11,9 +11,8 @@
 #include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 
-#include "index/block_hasher.h"
-#include "index/prefix_match.h"
-#include "server/error_text.h"
+#include "base/bounded_text.h"
+#include "server/proto_convert.h"
 
 namespace kvidx::server {
 
@@ -21,32 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Per-thread query scratch: capacity survives across calls.
-struct Scratch {
-  std::vector<BlockKey> keys;
-  std::vector<BlockDigest> digests;
-  std::vector<MultiModalItem> mm;
-  PrefixMatch match;
-  std::vector<std::pair<uint64_t, BlockHasher>> hashers;  // by ModelRuntime::uid
-  std::vector<uint32_t> order;
-
-  BlockHasher& HasherFor(const ModelRuntime& m) {
-    for (auto& [uid, h] : hashers) {
-      if (uid == m.uid) return h;
-    }
-    // Forget hashers of models of servers that are gone (tests start many).
-    if (hashers.size() >= 16) hashers.clear();
-    hashers.emplace_back(m.uid, m.hasher);
-    return hashers.back().second;
-  }
-};
-
-Scratch& TlsScratch() {
-  thread_local Scratch s;
-  return s;
-}
-
-grpc::Status Invalid(std::string msg) { return {grpc::StatusCode::INVALID_ARGUMENT, std::move(msg)}; }
 grpc::Status Exhausted(std::string msg) { return {grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(msg)}; }
 
 bool DeadlinePassed(const grpc::ServerContextBase* ctx) {
@@ -99,33 +72,6 @@ grpc::Status ForEachQuery(const grpc::ByteBuffer& wire, OnQuery on_query) {
 
 }  // namespace
 
-v1::SourceState ToProto(SourceState s) {
-  switch (s) {
-    case SourceState::kConnecting: return v1::SOURCE_STATE_CONNECTING;
-    case SourceState::kReplaying: return v1::SOURCE_STATE_REPLAYING;
-    case SourceState::kExact: return v1::SOURCE_STATE_EXACT;
-    case SourceState::kDegraded: return v1::SOURCE_STATE_DEGRADED;
-    case SourceState::kDisconnected: return v1::SOURCE_STATE_DISCONNECTED;
-  }
-  return v1::SOURCE_STATE_UNSPECIFIED;
-}
-
-grpc::Status ToGrpc(const Status& s) {
-  // Node errors quote names from requests (a replica, a source).
-  const std::string msg = Clamp(s.message());
-  switch (s.code()) {
-    case StatusCode::kOk: return grpc::Status::OK;
-    case StatusCode::kInvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, msg};
-    case StatusCode::kNotFound: return {grpc::StatusCode::NOT_FOUND, msg};
-    case StatusCode::kOutOfRange: return {grpc::StatusCode::RESOURCE_EXHAUSTED, msg};
-    case StatusCode::kCorruption: return {grpc::StatusCode::DATA_LOSS, msg};
-    case StatusCode::kUnavailable: return {grpc::StatusCode::UNAVAILABLE, msg};
-    case StatusCode::kFailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, msg};
-    case StatusCode::kInternal: return {grpc::StatusCode::INTERNAL, msg};
-  }
-  return {grpc::StatusCode::UNKNOWN, msg};
-}
-
 KvIndexService::KvIndexService(const Node* node, const GrpcConfig& limits, RpcMetrics* metrics,
                                const std::atomic<bool>* serving, const AdminAuth* read_auth)
     : node_(node),
@@ -133,6 +79,7 @@ KvIndexService::KvIndexService(const Node* node, const GrpcConfig& limits, RpcMe
       metrics_(metrics),
       serving_(serving),
       read_auth_(read_auth),
+      engine_(node, QueryLimits{limits.max_query_tokens, limits.max_query_hashes}),
       started_(Clock::now()) {
   // Twice the largest message: room for every legitimate request at the
   // default limits (1M token ids are charged 16 MiB), not for amplification.
@@ -177,137 +124,12 @@ grpc::ServerUnaryReactor* KvIndexService::Serve(grpc::CallbackServerContext* ctx
 
 grpc::Status KvIndexService::Answer(const v1::FindPrefixRequest& req, v1::FindPrefixResponse* resp) const {
   queries_.fetch_add(1, std::memory_order_relaxed);
-  if (req.model().empty()) return Invalid("model: required");
-  const ModelRuntime* model = node_->FindModel(req.model());
-  if (model == nullptr) return UnknownModel(req.model());
-  Scratch& sc = TlsScratch();
-  sc.keys.clear();
-  const bool int_keys = model->config.int_block_hashes;
-
-  switch (req.query_case()) {
-    case v1::FindPrefixRequest::kTokens: {
-      const v1::TokenPrompt& tp = req.tokens();
-      if (static_cast<uint64_t>(tp.token_ids_size()) > limits_.max_query_tokens) {
-        return Exhausted("tokens.token_ids: " + std::to_string(tp.token_ids_size()) + " tokens exceed the limit of " +
-                         std::to_string(limits_.max_query_tokens) + " (grpc.max_query_tokens)");
-      }
-      RequestExtras extras;
-      if (tp.has_lora_name()) extras.lora_name = tp.lora_name();
-      extras.cache_salt = tp.cache_salt();
-      sc.mm.clear();
-      int64_t prev = -1;
-      for (int i = 0; i < tp.mm_items_size(); ++i) {
-        const v1::MultiModalItem& it = tp.mm_items(i);
-        const std::string field = "tokens.mm_items[" + std::to_string(i) + "]";
-        if (it.identifier().empty()) return Invalid(field + ".identifier: required");
-        if (it.offset() < 0 || it.length() <= 0) return Invalid(field + ": offset must be >= 0 and length > 0");
-        if (it.offset() < prev) return Invalid(field + ".offset: items must be sorted by offset");
-        if (it.offset() > tp.token_ids_size() || it.length() > tp.token_ids_size() - it.offset()) {
-          return Invalid(field + ": range [offset, offset+length) exceeds the prompt");
-        }
-        prev = it.offset();
-        sc.mm.push_back(MultiModalItem{it.identifier(), it.offset(), it.length()});
-      }
-      extras.mm_items = sc.mm;
-      const auto& ids = tp.token_ids();
-      Status hs = sc.HasherFor(*model).HashRequest(std::span<const int64_t>(ids.data(), ids.size()), extras,
-                                                   &sc.digests);
-      if (!hs.ok()) return Invalid("tokens: " + hs.message());
-      sc.keys.reserve(sc.digests.size());
-      for (const BlockDigest& d : sc.digests) sc.keys.push_back(int_keys ? d.ToKey() : d.ToBytesKey());
-      if (req.include_block_hashes()) {
-        v1::BlockHashes* out = resp->mutable_block_hashes();
-        for (const BlockDigest& d : sc.digests) {
-          if (int_keys) {
-            out->add_u64(d.wire_u64());
-          } else {
-            out->add_digest(reinterpret_cast<const char*>(d.bytes.data()), d.size);
-          }
-        }
-      }
-      break;
-    }
-    case v1::FindPrefixRequest::kHashes: {
-      const v1::BlockHashes& h = req.hashes();
-      if (h.u64_size() > 0 && h.digest_size() > 0) return Invalid("hashes: set u64 or digest, not both");
-      const int n = h.u64_size() + h.digest_size();
-      if (static_cast<uint64_t>(n) > limits_.max_query_hashes) {
-        return Exhausted("hashes: " + std::to_string(n) + " hashes exceed the limit of " +
-                         std::to_string(limits_.max_query_hashes) + " (grpc.max_query_hashes)");
-      }
-      sc.keys.reserve(n);
-      for (uint64_t v : h.u64()) sc.keys.push_back(BlockKey::FromU64(v));
-      for (int i = 0; i < h.digest_size(); ++i) {
-        const std::string& d = h.digest(i);
-        if (Status ds = CheckDigestLength(model->hasher.algo(), d.size()); !ds.ok()) {
-          return Invalid("hashes.digest[" + std::to_string(i) + "]: " + ds.message());
-        }
-        sc.keys.push_back(BlockKey::FromBytes(reinterpret_cast<const uint8_t*>(d.data()), d.size()));
-      }
-      break;
-    }
-    case v1::FindPrefixRequest::QUERY_NOT_SET:
-      return Invalid("query: set tokens or hashes");
-  }
-
-  PrefixFilter filter;
-  if (req.tiers_size() > 0) {
-    filter.tier_mask = uint64_t{1} << static_cast<unsigned>(Tier::kGpu);
-    for (const std::string& t : req.tiers()) {
-      std::optional<Tier> tier = node_->tiers().Find(t);
-      if (tier) filter.tier_mask |= uint64_t{1} << static_cast<unsigned>(*tier);
-    }
-  }
-  Status st = node_->index().FindPrefix(model->id, sc.keys, filter, &sc.match);
-  if (!st.ok()) return ToGrpc(st);
-
-  resp->set_model(req.model());
-  resp->set_blocks_in_query(sc.match.query_blocks);
-  resp->set_block_size(model->config.block_size);
-  resp->set_truncated(sc.match.truncated);
-  resp->set_applied_batches(node_->sink().stats().applied_batches.load(std::memory_order_relaxed));
-  resp->set_request_id(req.request_id());
-
-  // Order: most GPU blocks first, then source name (stable for callers).
-  sc.order.clear();
-  for (uint32_t i = 0; i < sc.match.sources.size(); ++i) {
-    const SourceInfo* info = node_->sources().Get(sc.match.sources[i].source);
-    if (info == nullptr) continue;
-    if (req.replicas_size() > 0 &&
-        std::find(req.replicas().begin(), req.replicas().end(), info->replica) == req.replicas().end()) {
-      continue;
-    }
-    sc.order.push_back(i);
-  }
-  std::sort(sc.order.begin(), sc.order.end(), [&](uint32_t a, uint32_t b) {
-    const SourceMatch& x = sc.match.sources[a];
-    const SourceMatch& y = sc.match.sources[b];
-    if (x.gpu_blocks != y.gpu_blocks) return x.gpu_blocks > y.gpu_blocks;
-    const SourceInfo* ix = node_->sources().Get(x.source);
-    const SourceInfo* iy = node_->sources().Get(y.source);
-    if (ix->replica != iy->replica) return ix->replica < iy->replica;
-    return ix->dp_rank < iy->dp_rank;
-  });
-  const uint64_t bs = model->config.block_size;
-  resp->mutable_replicas()->Reserve(static_cast<int>(sc.order.size()));
-  for (uint32_t i : sc.order) {
-    const SourceMatch& m = sc.match.sources[i];
-    const SourceInfo* info = node_->sources().Get(m.source);
-    v1::ReplicaMatch* r = resp->add_replicas();
-    r->set_replica(info->replica);
-    r->set_dp_rank(info->dp_rank);
-    r->set_source(ingest::SourceName(info->replica, info->dp_rank));
-    r->set_matched_blocks(m.gpu_blocks);
-    r->set_matched_blocks_with_lower_tiers(m.blocks_with_lower_tiers);
-    r->set_matched_tokens(m.gpu_blocks * bs);
-    r->set_matched_tokens_with_lower_tiers(m.blocks_with_lower_tiers * bs);
-    r->set_hit_blocks(m.hit_blocks);
-    r->set_hits(m.hits);
-    r->set_state(ToProto(m.state));
-    const int64_t seq = node_->sink().LastSeq(m.source);
-    r->set_has_seq(seq >= 0);
-    r->set_last_seq(seq >= 0 ? static_cast<uint64_t>(seq) : 0);
-  }
+  thread_local PrefixQuery query;
+  thread_local PrefixAnswer answer;
+  thread_local std::vector<MultiModalItem> mm;
+  FromProto(req, &query, &mm);
+  if (Status s = engine_.FindPrefix(query, &answer); !s.ok()) return ToGrpc(s);
+  ToProto(req, answer, resp);
   return grpc::Status::OK;
 }
 
@@ -544,37 +366,15 @@ grpc::Status KvIndexService::GetStatsAnswer(v1::GetStatsResponse* resp) const {
 }
 
 grpc::Status KvIndexService::GetBlockAnswer(const v1::GetBlockRequest& req, v1::GetBlockResponse* resp) const {
-  if (req.model().empty()) return Invalid("model: required");
-  const ModelRuntime* model = node_->FindModel(req.model());
-  if (model == nullptr) return UnknownModel(req.model());
   const v1::BlockHashes& h = req.hash();
-  if (h.u64_size() + h.digest_size() != 1) return Invalid("hash: exactly one hash (u64 or digest) required");
-  BlockKey key;
-  if (h.u64_size() == 1) {
-    key = BlockKey::FromU64(h.u64(0));
-  } else {
-    const std::string& d = h.digest(0);
-    if (Status ds = CheckDigestLength(model->hasher.algo(), d.size()); !ds.ok()) {
-      return Invalid("hash.digest[0]: " + ds.message());
-    }
-    key = BlockKey::FromBytes(reinterpret_cast<const uint8_t*>(d.data()), d.size());
-  }
-  std::vector<OwnerRecord> owners;
-  if (Status s = node_->index().LookupBlock(model->id, key, &owners); !s.ok()) return ToGrpc(s);
-  if (owners.empty()) return {grpc::StatusCode::NOT_FOUND, "hash: no source holds this block"};
-  for (const OwnerRecord& o : owners) {
-    v1::BlockOwner* bo = resp->add_owners();
-    if (const SourceInfo* info = node_->sources().Get(o.source)) {
-      bo->set_replica(info->replica);
-      bo->set_dp_rank(info->dp_rank);
-      bo->set_source(ingest::SourceName(info->replica, info->dp_rank));
-    }
-    bo->set_tier(std::string(node_->tiers().Name(o.tier)));
-    bo->set_group(o.group);
-    bo->set_refcount(o.refcount);
-    bo->set_hits(o.hits);
-    bo->set_recency(o.stamp);
-  }
+  const bool one = h.u64_size() + h.digest_size() == 1;
+  const uint64_t hash = one && h.u64_size() == 1 ? h.u64(0) : 0;
+  const std::string_view digest = one && h.digest_size() == 1 ? std::string_view(h.digest(0)) : std::string_view();
+  std::vector<BlockHolder> holders;
+  Status s = engine_.GetBlock(req.model(), one && h.u64_size() == 1 ? &hash : nullptr,
+                              one && h.digest_size() == 1 ? &digest : nullptr, &holders);
+  if (!s.ok()) return ToGrpc(s);
+  for (const BlockHolder& holder : holders) ToProto(holder, resp->add_owners());
   return grpc::Status::OK;
 }
 

@@ -1,11 +1,10 @@
 // KvIndexService: the router-facing kvidx.v1.KvIndex gRPC service.
 //
-// FindPrefix turns a request into block keys (hashing token ids with the
-// model's configured vLLM hasher, or taking the hashes as given), asks the
-// BlockIndex for the longest prefix per source, and decorates the answer
-// with names, states and positions. The whole path runs on the gRPC thread
-// without locks: per-thread scratch (keys, digests, PrefixMatch, hasher
-// copies) makes a warm query allocation-free up to the protobuf response.
+// The service translates (proto_convert.h) and serves; the queries
+// themselves are QueryEngine's (query_engine.h). A FindPrefix runs on the
+// gRPC thread that read it, without locks: per-thread scratch (the domain
+// query and answer, keys, digests, hasher copies) makes a warm query
+// allocation-free up to the protobuf response.
 //
 // Requests arrive as raw bytes and pass ScanRequest (request_scan.h)
 // before anything is parsed: counts over the configured limits and
@@ -18,7 +17,7 @@
 // a configured limit, DEADLINE_EXCEEDED if the deadline passed before the
 // query ran, UNAUTHENTICATED without credentials when reads require them
 // (grpc.require_auth_for_reads). Every outcome is counted in RpcMetrics;
-// quoted request values are cut short (error_text.h).
+// quoted request values are cut short (base/bounded_text.h).
 //
 // Thread-safety: gRPC calls the handlers from many threads; the service
 // holds only const references and atomics. `node` and `metrics` must
@@ -32,6 +31,7 @@
 #include "server/config.h"
 #include "server/credentials.h"
 #include "server/node.h"
+#include "server/query_engine.h"
 #include "server/request_scan.h"
 #include "server/rpc_metrics.h"
 
@@ -105,16 +105,12 @@ class KvIndexService final : public KvIndexServiceBase {
   RpcMetrics* metrics_;
   const std::atomic<bool>* serving_;
   const AdminAuth* read_auth_;
+  const QueryEngine engine_;
   const std::chrono::steady_clock::time_point started_;
   ScanLimits query_scan_;   // one FindPrefixRequest
   ScanLimits plain_scan_;   // the other requests: size only
   mutable std::atomic<uint64_t> queries_{0};
   std::atomic<uint32_t> open_streams_{0};
 };
-
-// kvidx::SourceState -> kvidx.v1.SourceState.
-v1::SourceState ToProto(SourceState s);
-// Status -> grpc::Status with the matching code, its message clamped.
-grpc::Status ToGrpc(const Status& s);
 
 }  // namespace kvidx::server

@@ -1,0 +1,124 @@
+#include "server/proto_convert.h"
+
+#include <span>
+
+#include "base/bounded_text.h"
+#include "ingest/source_config.h"
+
+namespace kvidx::server {
+
+v1::SourceState ToProto(SourceState s) {
+  switch (s) {
+    case SourceState::kConnecting: return v1::SOURCE_STATE_CONNECTING;
+    case SourceState::kReplaying: return v1::SOURCE_STATE_REPLAYING;
+    case SourceState::kExact: return v1::SOURCE_STATE_EXACT;
+    case SourceState::kDegraded: return v1::SOURCE_STATE_DEGRADED;
+    case SourceState::kDisconnected: return v1::SOURCE_STATE_DISCONNECTED;
+  }
+  return v1::SOURCE_STATE_UNSPECIFIED;
+}
+
+grpc::Status ToGrpc(const Status& s) {
+  // Node errors quote names from requests (a replica, a source).
+  const std::string msg = Clamp(s.message());
+  switch (s.code()) {
+    case StatusCode::kOk: return grpc::Status::OK;
+    case StatusCode::kInvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, msg};
+    case StatusCode::kNotFound: return {grpc::StatusCode::NOT_FOUND, msg};
+    case StatusCode::kOutOfRange: return {grpc::StatusCode::RESOURCE_EXHAUSTED, msg};
+    case StatusCode::kCorruption: return {grpc::StatusCode::DATA_LOSS, msg};
+    case StatusCode::kUnavailable: return {grpc::StatusCode::UNAVAILABLE, msg};
+    case StatusCode::kFailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, msg};
+    case StatusCode::kInternal: return {grpc::StatusCode::INTERNAL, msg};
+  }
+  return {grpc::StatusCode::UNKNOWN, msg};
+}
+
+grpc::Status BoundedStatus(const grpc::Status& s) {
+  if (s.error_message().size() <= kMaxStatusMessage) return s;
+  return {s.error_code(), Clamp(s.error_message())};
+}
+
+namespace {
+
+void TokensFromProto(const v1::TokenPrompt& tp, PrefixQuery* q, std::vector<MultiModalItem>* mm) {
+  q->form = PromptForm::kTokens;
+  q->token_ids = std::span<const int64_t>(tp.token_ids().data(), tp.token_ids_size());
+  if (tp.has_lora_name()) q->extras.lora_name = tp.lora_name();
+  q->extras.cache_salt = tp.cache_salt();
+  mm->clear();
+  for (const v1::MultiModalItem& it : tp.mm_items()) mm->push_back({it.identifier(), it.offset(), it.length()});
+  q->extras.mm_items = *mm;
+}
+
+void HashesFromProto(const v1::BlockHashes& h, PrefixQuery* q) {
+  q->form = PromptForm::kHashes;
+  q->hashes = std::span<const uint64_t>(h.u64().data(), h.u64_size());
+  for (const std::string& d : h.digest()) q->digests.push_back(d);
+}
+
+}  // namespace
+
+void FromProto(const v1::FindPrefixRequest& req, PrefixQuery* q, std::vector<MultiModalItem>* mm) {
+  q->Clear();
+  q->model = req.model();
+  switch (req.query_case()) {
+    case v1::FindPrefixRequest::kTokens: TokensFromProto(req.tokens(), q, mm); break;
+    case v1::FindPrefixRequest::kHashes: HashesFromProto(req.hashes(), q); break;
+    case v1::FindPrefixRequest::QUERY_NOT_SET: break;
+  }
+  for (const std::string& t : req.tiers()) q->tiers.push_back(t);
+  for (const std::string& r : req.replicas()) q->replicas.push_back(r);
+  q->include_block_hashes = req.include_block_hashes();
+}
+
+void ToProto(const v1::FindPrefixRequest& req, const PrefixAnswer& answer, v1::FindPrefixResponse* resp) {
+  if (req.include_block_hashes() && req.query_case() == v1::FindPrefixRequest::kTokens) {
+    v1::BlockHashes* out = resp->mutable_block_hashes();
+    for (const BlockDigest& d : answer.block_hashes) {
+      if (answer.int_block_hashes) {
+        out->add_u64(d.wire_u64());
+      } else {
+        out->add_digest(reinterpret_cast<const char*>(d.bytes.data()), d.size);
+      }
+    }
+  }
+  resp->set_model(req.model());
+  resp->set_blocks_in_query(answer.query_blocks);
+  resp->set_block_size(answer.block_size);
+  resp->set_truncated(answer.truncated);
+  resp->set_applied_batches(answer.applied_batches);
+  resp->set_request_id(req.request_id());
+  resp->mutable_replicas()->Reserve(static_cast<int>(answer.replicas.size()));
+  const uint64_t bs = answer.block_size;
+  for (const ReplicaPrefix& m : answer.replicas) {
+    v1::ReplicaMatch* r = resp->add_replicas();
+    r->set_replica(m.replica.data(), m.replica.size());
+    r->set_dp_rank(m.dp_rank);
+    r->set_source(ingest::SourceName(m.replica, m.dp_rank));
+    r->set_matched_blocks(m.gpu_blocks);
+    r->set_matched_blocks_with_lower_tiers(m.blocks_with_lower_tiers);
+    r->set_matched_tokens(m.gpu_blocks * bs);
+    r->set_matched_tokens_with_lower_tiers(m.blocks_with_lower_tiers * bs);
+    r->set_hit_blocks(m.hit_blocks);
+    r->set_hits(m.hits);
+    r->set_state(ToProto(m.state));
+    r->set_has_seq(m.last_seq >= 0);
+    r->set_last_seq(m.last_seq >= 0 ? static_cast<uint64_t>(m.last_seq) : 0);
+  }
+}
+
+void ToProto(const BlockHolder& h, v1::BlockOwner* out) {
+  if (h.registered) {
+    out->set_replica(h.replica.data(), h.replica.size());
+    out->set_dp_rank(h.dp_rank);
+    out->set_source(ingest::SourceName(h.replica, h.dp_rank));
+  }
+  out->set_tier(h.tier.data(), h.tier.size());
+  out->set_group(h.group);
+  out->set_refcount(h.refcount);
+  out->set_hits(h.hits);
+  out->set_recency(h.recency);
+}
+
+}  // namespace kvidx::server

@@ -1,0 +1,76 @@
+// QueryEngine: the domain queries a router asks of one kvidx node, without
+// any RPC. A query is validated, its prompt turned into block keys (hashed
+// with the model's vLLM hasher, or taken as given), the index walked, and
+// the answer assembled with source names, states and the last applied
+// batch of each source. gRPC services, benchmarks and tests all call this;
+// they only translate their own types to and from PrefixQuery/PrefixAnswer.
+//
+// Errors (Status, the message starting with the offending field as the
+// request names it, e.g. "tokens.mm_items[2].offset: "):
+//   InvalidArgument  a missing or malformed field;
+//   NotFound         an unknown model;
+//   OutOfRange       a prompt longer than QueryLimits allows.
+//
+// Thread-safety: every method may be called from any thread at once; the
+// engine holds a const Node and its limits, and each thread answers into
+// its own scratch (a warm query allocates nothing). `node` outlives it.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "index/block_key.h"
+#include "server/node.h"
+#include "server/prefix_query.h"
+
+namespace kvidx::server {
+
+struct QueryLimits {
+  uint64_t max_query_tokens = 0;
+  uint64_t max_query_hashes = 0;
+};
+
+// One holder of a block, as GetBlock reports it.
+struct BlockHolder {
+  bool registered = false;    // false: the source is gone (no name to give)
+  std::string_view replica;
+  uint32_t dp_rank = 0;
+  std::string_view tier;
+  uint32_t group = 0;
+  uint32_t refcount = 0;
+  uint32_t hits = 0;
+  uint32_t recency = 0;
+};
+
+class QueryEngine {
+ public:
+  QueryEngine(const Node* node, QueryLimits limits) : node_(node), limits_(limits) {}
+
+  // The longest cached prefix of `q`'s prompt per source. `answer` is
+  // cleared first; its views stay valid until this thread's next query.
+  Status FindPrefix(const PrefixQuery& q, PrefixAnswer* answer) const;
+
+  // Every holder of one block of `model`: exactly one of `hash` (integer
+  // form) or `digest` (bytes form, the model's algorithm) is set.
+  // NotFound when no source holds it.
+  Status GetBlock(std::string_view model, const uint64_t* hash, const std::string_view* digest,
+                  std::vector<BlockHolder>* holders) const;
+
+  const Node& node() const { return *node_; }
+
+ private:
+  // Fills the thread's key scratch from `q`'s prompt.
+  Status PromptKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const;
+  Status TokenKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const;
+  Status HashKeys(const PrefixQuery& q, const ModelRuntime& model) const;
+  uint64_t TierMask(const PrefixQuery& q) const;
+  // Orders and decorates the index's match into `answer`.
+  void Assemble(const PrefixQuery& q, PrefixAnswer* answer) const;
+
+  const Node* node_;
+  const QueryLimits limits_;
+};
+
+}  // namespace kvidx::server
