@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "ingest/ingest_metrics.h"
+
 namespace kvidx::ingest {
 
 std::string_view ReplayResultName(ReplayResult r) {
@@ -34,32 +36,6 @@ double WallNowSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-const std::vector<MetricFamilyInfo>& IngestMetricFamilies() {
-  using K = MetricSample::Kind;
-  static const std::vector<MetricFamilyInfo> kFamilies = {
-      {"kvidx_batches_total", K::kCounter, "KV-event batches applied, live and replayed."},
-      {"kvidx_events_total", K::kCounter, "KV events applied, by type."},
-      {"kvidx_seq_gaps_total", K::kCounter, "Live sequence gaps detected (seq > last + 1)."},
-      {"kvidx_batches_replayed_total", K::kCounter, "Batches applied from a replay reply."},
-      {"kvidx_replay_requests_total", K::kCounter,
-       "Replay requests by result (ok | partial | timeout | unavailable)."},
-      {"kvidx_batches_lost_total", K::kCounter, "Batches that could not be recovered."},
-      {"kvidx_seq_implausible_total", K::kCounter,
-       "Batches dropped as a protocol error: their seq jumped further ahead than any engine publishes."},
-      {"kvidx_duplicate_batches_total", K::kCounter, "Batches dropped because already applied."},
-      {"kvidx_engine_restarts_total", K::kCounter, "Engine restarts detected (sequence went backwards)."},
-      {"kvidx_decode_errors_total", K::kCounter, "Messages that could not be decoded, by reason."},
-      {"kvidx_unknown_events_total", K::kCounter, "Events with an unknown tag, skipped."},
-      {"kvidx_dp_rank_mismatches_total", K::kCounter,
-       "Batches whose data_parallel_rank differs from the source's rank."},
-      {"kvidx_source_resyncs_total", K::kCounter, "Operator resyncs of the source."},
-      {"kvidx_source_state", K::kGauge, "1 for the source's current state, 0 for the others."},
-      {"kvidx_source_last_seq", K::kGauge, "Sequence number of the last applied batch (-1: none)."},
-      {"kvidx_source_lag_seconds", K::kGauge, "Now minus the engine timestamp of the last applied batch."},
-  };
-  return kFamilies;
-}
-
 namespace {
 
 uint64_t Load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
@@ -67,46 +43,43 @@ uint64_t Load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_
 }  // namespace
 
 void RenderSourceStats(const SourceStats& s, double now_wall, std::vector<MetricSample>* out) {
-  using K = MetricSample::Kind;
-  auto add = [&](std::string_view name, double v, K kind,
+  auto add = [&](const MetricFamily& family, double v,
                  std::initializer_list<std::pair<std::string_view, std::string_view>> extra = {}) {
     MetricSample m;
-    m.name = std::string(name);
+    m.family = &family;
     m.labels.emplace_back("source", s.source);
     for (const auto& [k, val] : extra) m.labels.emplace_back(std::string(k), std::string(val));
     m.value = v;
-    m.kind = kind;
     out->push_back(std::move(m));
   };
-  add("kvidx_batches_total", Load(s.batches), K::kCounter);
+  add(metric::kBatches, Load(s.batches));
   for (size_t t = 0; t < kNumEventTypes; ++t) {
-    add("kvidx_events_total", Load(s.events[t]), K::kCounter,
-        {{"type", EventTypeName(static_cast<EventType>(t))}});
+    add(metric::kEvents, Load(s.events[t]), {{"type", EventTypeName(static_cast<EventType>(t))}});
   }
-  add("kvidx_seq_gaps_total", Load(s.seq_gaps), K::kCounter);
-  add("kvidx_batches_replayed_total", Load(s.batches_replayed), K::kCounter);
+  add(metric::kSeqGaps, Load(s.seq_gaps));
+  add(metric::kBatchesReplayed, Load(s.batches_replayed));
   for (size_t r = 0; r < kNumReplayResults; ++r) {
-    add("kvidx_replay_requests_total", Load(s.replay_requests[r]), K::kCounter,
+    add(metric::kReplayRequests, Load(s.replay_requests[r]),
         {{"result", ReplayResultName(static_cast<ReplayResult>(r))}});
   }
-  add("kvidx_batches_lost_total", Load(s.batches_lost), K::kCounter);
-  add("kvidx_seq_implausible_total", Load(s.seq_implausible), K::kCounter);
-  add("kvidx_duplicate_batches_total", Load(s.duplicate_batches), K::kCounter);
-  add("kvidx_engine_restarts_total", Load(s.engine_restarts), K::kCounter);
+  add(metric::kBatchesLost, Load(s.batches_lost));
+  add(metric::kSeqImplausible, Load(s.seq_implausible));
+  add(metric::kDuplicateBatches, Load(s.duplicate_batches));
+  add(metric::kEngineRestarts, Load(s.engine_restarts));
   for (size_t r = 0; r < kNumErrorReasons; ++r) {
-    add("kvidx_decode_errors_total", Load(s.decode_errors[r]), K::kCounter, {{"reason", ErrorReasonLabel(r)}});
+    add(metric::kDecodeErrors, Load(s.decode_errors[r]), {{"reason", ErrorReasonLabel(r)}});
   }
-  add("kvidx_unknown_events_total", Load(s.unknown_events), K::kCounter);
-  add("kvidx_dp_rank_mismatches_total", Load(s.dp_rank_mismatches), K::kCounter);
-  add("kvidx_source_resyncs_total", Load(s.resyncs), K::kCounter);
+  add(metric::kUnknownEvents, Load(s.unknown_events));
+  add(metric::kDpRankMismatches, Load(s.dp_rank_mismatches));
+  add(metric::kResyncs, Load(s.resyncs));
   SourceState cur = s.current_state();
   for (size_t st = 0; st < kNumSourceStates; ++st) {
     auto state = static_cast<SourceState>(st);
-    add("kvidx_source_state", state == cur ? 1 : 0, K::kGauge, {{"state", SourceStateName(state)}});
+    add(metric::kState, state == cur ? 1 : 0, {{"state", SourceStateName(state)}});
   }
-  add("kvidx_source_last_seq", static_cast<double>(s.last_seq.load(std::memory_order_relaxed)), K::kGauge);
+  add(metric::kLastSeq, static_cast<double>(s.last_seq.load(std::memory_order_relaxed)));
   double ts = s.last_batch_ts.load(std::memory_order_relaxed);
-  if (ts > 0) add("kvidx_source_lag_seconds", std::max(0.0, now_wall - ts), K::kGauge);
+  if (ts > 0) add(metric::kLag, std::max(0.0, now_wall - ts));
 }
 
 void MetricsRegistry::Add(std::shared_ptr<const SourceStats> stats) {

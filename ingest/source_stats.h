@@ -7,9 +7,8 @@
 // races with RemoveSource still reads valid memory.
 //
 // MetricsRegistry holds the stats of every live source and renders them as
-// (name, labels, value) samples under the Prometheus names kvidx commits to
-// (see RenderMetrics); the server maps samples to its exporter. Ingest never
-// depends on a metrics library.
+// samples of the families in ingest_metrics.h; the server maps samples to
+// its exporter. Ingest never depends on a metrics library.
 #pragma once
 
 #include <array>
@@ -22,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/metric.h"
 #include "index/source_state.h"
 #include "ingest/decoder.h"
 #include "ingest/event.h"
@@ -92,23 +92,7 @@ struct SourceStats {
   static void Inc(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
 };
 
-// One exported value: Prometheus-shaped but library-neutral.
-struct MetricSample {
-  enum class Kind : uint8_t { kCounter, kGauge };
-  std::string name;
-  std::vector<std::pair<std::string, std::string>> labels;
-  double value = 0;
-  Kind kind = Kind::kCounter;
-};
-
-// Name, kind and help text of every family RenderMetrics can emit, for
-// exporters that register families up front.
-struct MetricFamilyInfo {
-  std::string_view name;
-  MetricSample::Kind kind;
-  std::string_view help;
-};
-const std::vector<MetricFamilyInfo>& IngestMetricFamilies();
+using kvidx::MetricSample;
 
 // Appends every sample of one source. `now_wall` (seconds since the epoch)
 // drives kvidx_source_lag_seconds, which is omitted before the first batch.

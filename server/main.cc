@@ -1,6 +1,7 @@
 // kvidx-server: the kvidx service.
 //
 //   kvidx-server [--config FILE] [--on-corrupt=fail|start-empty] [--check-config]
+//   kvidx-server --print-metric-families
 //
 // Without --config every setting takes its embedded default: gRPC on
 // 127.0.0.1:50051, metrics on 127.0.0.1:9464, data in ./kvidx-data, no
@@ -22,6 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/config.h"
+#include "server/metric_families.h"
 #include "server/server.h"
 
 namespace {
@@ -86,8 +88,20 @@ int Usage(FILE* out, int code) {
                "  --config FILE       YAML configuration (docs/CONFIG.md); default: embedded defaults\n"
                "  --on-corrupt=MODE   fail (default): a corrupt data directory is an error;\n"
                "                      start-empty: move it aside, log, count and start empty\n"
-               "  --check-config      parse and check the configuration, then exit\n");
+               "  --check-config      parse and check the configuration, then exit\n"
+               "  --print-metric-families\n"
+               "                      print every exported metric family (name, kind, help), then exit\n");
   return code;
+}
+
+// One family per line: name, kind and help separated by tabs.
+int PrintMetricFamilies() {
+  for (const kvidx::MetricFamily* f : kvidx::server::AllMetricFamilies()) {
+    std::printf("%.*s\t%.*s\t%.*s\n", static_cast<int>(f->name.size()), f->name.data(),
+                static_cast<int>(kvidx::MetricKindName(f->kind).size()), kvidx::MetricKindName(f->kind).data(),
+                static_cast<int>(f->help.size()), f->help.data());
+  }
+  return 0;
 }
 
 }  // namespace
@@ -103,6 +117,7 @@ int main(int argc, char** argv) {
       std::printf("kvidx-server %s\n", KVIDX_VERSION);
       return 0;
     }
+    if (a == "--print-metric-families") return PrintMetricFamilies();
     if (a == "--config" && i + 1 < argc) {
       config_path = argv[++i];
     } else if (a.rfind("--config=", 0) == 0) {

@@ -10,23 +10,24 @@
 
 namespace kvidx::server {
 
-std::vector<prometheus::MetricFamily> ToFamilies(const std::vector<ingest::MetricSample>& samples,
-                                                 const std::vector<ingest::MetricFamilyInfo>& infos) {
-  std::map<std::string_view, const ingest::MetricFamilyInfo*> info_by_name;
-  for (const ingest::MetricFamilyInfo& i : infos) info_by_name[i.name] = &i;
+prometheus::MetricFamily PrometheusFamily(const MetricFamily& f) {
+  prometheus::MetricFamily out;
+  out.name = std::string(f.name);
+  out.help = std::string(f.help);
+  switch (f.kind) {
+    case MetricKind::kCounter: out.type = prometheus::MetricType::Counter; break;
+    case MetricKind::kGauge: out.type = prometheus::MetricType::Gauge; break;
+    case MetricKind::kHistogram: out.type = prometheus::MetricType::Histogram; break;
+  }
+  return out;
+}
+
+std::vector<prometheus::MetricFamily> ToFamilies(const std::vector<MetricSample>& samples) {
   std::vector<prometheus::MetricFamily> out;
-  std::map<std::string, size_t> family_of;  // name -> index in out
-  for (const ingest::MetricSample& s : samples) {
-    auto [it, fresh] = family_of.try_emplace(s.name, out.size());
-    if (fresh) {
-      prometheus::MetricFamily f;
-      f.name = s.name;
-      auto info = info_by_name.find(s.name);
-      f.help = info != info_by_name.end() ? std::string(info->second->help) : "kvidx metric " + s.name + ".";
-      f.type = s.kind == ingest::MetricSample::Kind::kCounter ? prometheus::MetricType::Counter
-                                                              : prometheus::MetricType::Gauge;
-      out.push_back(std::move(f));
-    }
+  std::map<const MetricFamily*, size_t> index_of;
+  for (const MetricSample& s : samples) {
+    auto [it, fresh] = index_of.try_emplace(s.family, out.size());
+    if (fresh) out.push_back(PrometheusFamily(*s.family));
     prometheus::MetricFamily& f = out[it->second];
     prometheus::ClientMetric m;
     for (const auto& [k, v] : s.labels) m.label.push_back({k, v});
@@ -42,27 +43,25 @@ std::vector<prometheus::MetricFamily> ToFamilies(const std::vector<ingest::Metri
 
 class MetricsEndpoint::Collector final : public prometheus::Collectable {
  public:
-  Collector(SampleCollector samples, std::vector<ingest::MetricFamilyInfo> infos, FamilyCollector families)
-      : samples_(std::move(samples)), infos_(std::move(infos)), families_(std::move(families)) {}
+  Collector(SampleCollector samples, FamilyCollector families)
+      : samples_(std::move(samples)), families_(std::move(families)) {}
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> out;
-    if (samples_) out = ToFamilies(samples_(), infos_);
+    if (samples_) out = ToFamilies(samples_());
     if (families_) families_(&out);
     return out;
   }
 
  private:
   SampleCollector samples_;
-  std::vector<ingest::MetricFamilyInfo> infos_;
   FamilyCollector families_;
 };
 
 Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const MetricsConfig& config, SampleCollector samples,
-                                                               std::vector<ingest::MetricFamilyInfo> infos,
                                                                FamilyCollector families,
                                                                ScrapeCredentials credentials) {
   std::unique_ptr<MetricsEndpoint> ep(new MetricsEndpoint());
-  ep->collector_ = std::make_shared<Collector>(std::move(samples), std::move(infos), std::move(families));
+  ep->collector_ = std::make_shared<Collector>(std::move(samples), std::move(families));
   // prometheus-cpp's defaults (2 threads, civetweb's 30 s request timeout)
   // let two silent clients block every scrape. One request per connection:
   // an idle keep-alive scraper must not hold a thread either.

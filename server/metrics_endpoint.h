@@ -25,7 +25,7 @@
 #include <prometheus/metric_family.h>
 
 #include "base/status.h"
-#include "ingest/source_stats.h"
+#include "base/metric.h"
 #include "server/config.h"
 
 namespace prometheus {
@@ -34,12 +34,14 @@ class Exposer;
 
 namespace kvidx::server {
 
-using SampleCollector = std::function<std::vector<ingest::MetricSample>()>;
+using SampleCollector = std::function<std::vector<MetricSample>()>;
 using FamilyCollector = std::function<void(std::vector<prometheus::MetricFamily>*)>;
 
-// Groups samples into families (pure; exposed for tests).
-std::vector<prometheus::MetricFamily> ToFamilies(const std::vector<ingest::MetricSample>& samples,
-                                                 const std::vector<ingest::MetricFamilyInfo>& infos);
+// An empty exporter family with `f`'s name, help and type.
+prometheus::MetricFamily PrometheusFamily(const MetricFamily& f);
+// Groups samples into their families, in order of first appearance (pure;
+// exposed for tests).
+std::vector<prometheus::MetricFamily> ToFamilies(const std::vector<MetricSample>& samples);
 
 // HTTP basic-auth credentials every scrape must carry; an empty user = none.
 struct ScrapeCredentials {
@@ -53,7 +55,6 @@ class MetricsEndpoint {
   // the address cannot be bound. With `credentials`, a scrape without them
   // gets 401 (compared in constant time).
   static Result<std::unique_ptr<MetricsEndpoint>> Start(const MetricsConfig& config, SampleCollector samples,
-                                                        std::vector<ingest::MetricFamilyInfo> infos,
                                                         FamilyCollector families,
                                                         ScrapeCredentials credentials = {});
   ~MetricsEndpoint();

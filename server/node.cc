@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "server/node_metrics.h"
 #include "server/snapshot_format.h"
 
 namespace kvidx::server {
@@ -281,54 +282,15 @@ Result<SnapshotOutcome> Node::Snapshot() {
   return out;
 }
 
-const std::vector<ingest::MetricFamilyInfo>& Node::NodeMetricFamilies() {
-  using K = ingest::MetricSample::Kind;
-  static const std::vector<ingest::MetricFamilyInfo> kFamilies = {
-      {"kvidx_index_blocks", K::kGauge, "Distinct blocks held by any source, per model."},
-      {"kvidx_source_blocks", K::kGauge, "Distinct blocks a source holds, per tier."},
-      {"kvidx_source_gpu_copies", K::kGauge, "Physical GPU block copies a source is believed to hold."},
-      {"kvidx_source_gpu_capacity_blocks", K::kGauge, "Configured num_gpu_blocks of the source (0: unknown)."},
-      {"kvidx_source_over_capacity", K::kGauge, "1 if the index believes more GPU copies than the capacity."},
-      {"kvidx_stored_blocks_total", K::kCounter, "Block entries of indexed BlockStored events."},
-      {"kvidx_removed_blocks_total", K::kCounter, "Block entries of indexed BlockRemoved events."},
-      {"kvidx_unindexed_blocks_total", K::kCounter, "Block entries of KV-cache groups the model does not index."},
-      {"kvidx_block_hits_total", K::kCounter, "Engine-confirmed cache hits (full-report re-announcements)."},
-      {"kvidx_duplicate_copies_total", K::kCounter, "Stores that raised a block's reference count above 1."},
-      {"kvidx_drift_remove_unknown_total", K::kCounter, "Removals of blocks the index did not hold (missed store)."},
-      {"kvidx_drift_orphan_store_total", K::kCounter, "Stores whose parent the source did not hold (missed store)."},
-      {"kvidx_drift_reused_unknown_total", K::kCounter, "Re-announced (reused) blocks the index did not hold."},
-      {"kvidx_source_clears_total", K::kCounter, "Times a source's blocks were cleared."},
-      {"kvidx_applied_batches_total", K::kCounter, "Batches applied to the index, all sources."},
-      {"kvidx_apply_errors_total", K::kCounter, "Index calls that returned an error while applying batches."},
-      {"kvidx_unbound_batches_total", K::kCounter, "Batches for a source that was not bound (removed meanwhile)."},
-      {"kvidx_block_size_mismatch_events_total", K::kCounter,
-       "BlockStored events not indexed: their block_size is not the model's block_size."},
-      {"kvidx_unknown_topic_messages_total", K::kCounter, "Messages on bound sockets whose topic no source claims."},
-      {"kvidx_snapshots_total", K::kCounter, "Snapshot attempts by result."},
-      {"kvidx_snapshot_duration_seconds", K::kGauge, "Duration of the last snapshot."},
-      {"kvidx_snapshot_bytes", K::kGauge, "Size of the last snapshot file."},
-      {"kvidx_snapshot_age_seconds", K::kGauge, "Age of the newest complete snapshot (-1: none)."},
-      {"kvidx_restore_duration_seconds", K::kGauge, "Duration of the restore at start."},
-      {"kvidx_restored_blocks", K::kGauge, "Owner records restored at start."},
-      {"kvidx_restore_dropped_sources", K::kGauge, "Restored sources dropped at start (unconfigured or not resumable)."},
-      {"kvidx_corrupt_data_dir_total", K::kCounter, "Corrupt data directories moved aside (on_corrupt: start-empty)."},
+std::vector<MetricSample> Node::RenderMetrics() const {
+  namespace m = metric;
+  std::vector<MetricSample> out = ingester_->RenderMetrics();
+  auto add = [&](const MetricFamily& family, double v, std::vector<std::pair<std::string, std::string>> labels = {}) {
+    out.push_back(MetricSample{&family, std::move(labels), v});
   };
-  return kFamilies;
-}
-
-std::vector<ingest::MetricSample> Node::RenderMetrics() const {
-  using K = ingest::MetricSample::Kind;
-  std::vector<ingest::MetricSample> out = ingester_->RenderMetrics();
-  auto add = [&](std::string name, double v, K kind, std::vector<std::pair<std::string, std::string>> labels = {}) {
-    ingest::MetricSample m;
-    m.name = std::move(name);
-    m.labels = std::move(labels);
-    m.value = v;
-    m.kind = kind;
-    out.push_back(std::move(m));
-  };
-  for (const auto& m : models_) {
-    add("kvidx_index_blocks", static_cast<double>(index_.BlockCount(m->id)), K::kGauge, {{"model", m->config.name}});
+  auto d = [](uint64_t v) { return static_cast<double>(v); };
+  for (const auto& model : models_) {
+    add(m::kIndexBlocks, d(index_.BlockCount(model->id)), {{"model", model->config.name}});
   }
   const size_t n = sources_.size();
   for (SourceId id = 0; id < n; ++id) {
@@ -337,42 +299,39 @@ std::vector<ingest::MetricSample> Node::RenderMetrics() const {
     const std::string src = ingest::SourceName(info->replica, info->dp_rank);
     SourceStats st = index_.GetSourceStats(id);
     for (const auto& [tier, blocks] : st.blocks_per_tier) {
-      add("kvidx_source_blocks", static_cast<double>(blocks), K::kGauge,
-          {{"source", src}, {"tier", std::string(tiers_.Name(tier))}});
+      add(m::kSourceBlocks, d(blocks), {{"source", src}, {"tier", std::string(tiers_.Name(tier))}});
     }
-    auto d = [](uint64_t v) { return static_cast<double>(v); };
-    add("kvidx_source_gpu_copies", d(st.gpu_copies), K::kGauge, {{"source", src}});
-    add("kvidx_source_gpu_capacity_blocks", d(st.gpu_capacity), K::kGauge, {{"source", src}});
-    add("kvidx_source_over_capacity", st.over_capacity ? 1 : 0, K::kGauge, {{"source", src}});
-    add("kvidx_stored_blocks_total", d(st.stored_blocks), K::kCounter, {{"source", src}});
-    add("kvidx_removed_blocks_total", d(st.removed_blocks), K::kCounter, {{"source", src}});
-    add("kvidx_unindexed_blocks_total", d(st.unindexed_blocks), K::kCounter, {{"source", src}});
-    add("kvidx_block_hits_total", d(st.hits), K::kCounter, {{"source", src}});
-    add("kvidx_duplicate_copies_total", d(st.duplicate_copies), K::kCounter, {{"source", src}});
-    add("kvidx_drift_remove_unknown_total", d(st.drift_remove_unknown), K::kCounter, {{"source", src}});
-    add("kvidx_drift_orphan_store_total", d(st.drift_orphan_store), K::kCounter, {{"source", src}});
-    add("kvidx_drift_reused_unknown_total", d(st.drift_reused_unknown), K::kCounter, {{"source", src}});
-    add("kvidx_source_clears_total", d(st.clears), K::kCounter, {{"source", src}});
+    add(m::kGpuCopies, d(st.gpu_copies), {{"source", src}});
+    add(m::kGpuCapacity, d(st.gpu_capacity), {{"source", src}});
+    add(m::kOverCapacity, st.over_capacity ? 1 : 0, {{"source", src}});
+    add(m::kStoredBlocks, d(st.stored_blocks), {{"source", src}});
+    add(m::kRemovedBlocks, d(st.removed_blocks), {{"source", src}});
+    add(m::kUnindexedBlocks, d(st.unindexed_blocks), {{"source", src}});
+    add(m::kBlockHits, d(st.hits), {{"source", src}});
+    add(m::kDuplicateCopies, d(st.duplicate_copies), {{"source", src}});
+    add(m::kDriftRemoveUnknown, d(st.drift_remove_unknown), {{"source", src}});
+    add(m::kDriftOrphanStore, d(st.drift_orphan_store), {{"source", src}});
+    add(m::kDriftReusedUnknown, d(st.drift_reused_unknown), {{"source", src}});
+    add(m::kSourceClears, d(st.clears), {{"source", src}});
   }
   const ingest::IndexSinkStats& ss = sink_.stats();
-  add("kvidx_applied_batches_total", static_cast<double>(ss.applied_batches.load()), K::kCounter);
-  add("kvidx_apply_errors_total", static_cast<double>(ss.apply_errors.load()), K::kCounter);
-  add("kvidx_unbound_batches_total", static_cast<double>(ss.unbound_batches.load()), K::kCounter);
-  add("kvidx_block_size_mismatch_events_total", static_cast<double>(ss.block_size_mismatch_events.load()),
-      K::kCounter);
-  add("kvidx_unknown_topic_messages_total", static_cast<double>(ingester_->unknown_topic_messages()), K::kCounter);
+  add(m::kAppliedBatches, d(ss.applied_batches.load()));
+  add(m::kApplyErrors, d(ss.apply_errors.load()));
+  add(m::kUnboundBatches, d(ss.unbound_batches.load()));
+  add(m::kBlockSizeMismatch, d(ss.block_size_mismatch_events.load()));
+  add(m::kUnknownTopic, d(ingester_->unknown_topic_messages()));
   if (store_ != nullptr) {
     snapshot::SnapshotStats& st = store_->stats();
-    add("kvidx_snapshots_total", static_cast<double>(st.snapshots_ok.load()), K::kCounter, {{"result", "ok"}});
-    add("kvidx_snapshots_total", static_cast<double>(st.snapshots_failed.load()), K::kCounter, {{"result", "error"}});
-    add("kvidx_snapshot_duration_seconds", static_cast<double>(st.last_duration_us.load()) / 1e6, K::kGauge);
-    add("kvidx_snapshot_bytes", static_cast<double>(st.last_bytes.load()), K::kGauge);
-    add("kvidx_snapshot_age_seconds", st.AgeSeconds(WallMs()), K::kGauge);
-    add("kvidx_restore_duration_seconds", static_cast<double>(st.restore_duration_us.load()) / 1e6, K::kGauge);
-    add("kvidx_restored_blocks", static_cast<double>(st.restored_blocks.load()), K::kGauge);
-    add("kvidx_corrupt_data_dir_total", static_cast<double>(st.corrupt_start_empty_total.load()), K::kCounter);
+    add(m::kSnapshots, d(st.snapshots_ok.load()), {{"result", "ok"}});
+    add(m::kSnapshots, d(st.snapshots_failed.load()), {{"result", "error"}});
+    add(m::kSnapshotDuration, d(st.last_duration_us.load()) / 1e6);
+    add(m::kSnapshotBytes, d(st.last_bytes.load()));
+    add(m::kSnapshotAge, st.AgeSeconds(WallMs()));
+    add(m::kRestoreDuration, d(st.restore_duration_us.load()) / 1e6);
+    add(m::kRestoredBlocks, d(st.restored_blocks.load()));
+    add(m::kCorruptDataDir, d(st.corrupt_start_empty_total.load()));
   }
-  add("kvidx_restore_dropped_sources", static_cast<double>(restore_.sources_dropped), K::kGauge);
+  add(m::kRestoreDroppedSources, d(restore_.sources_dropped));
   return out;
 }
 

@@ -111,10 +111,9 @@ class Node {
   // Batches applied since the last snapshot (the every_batches trigger).
   uint64_t batches_since_snapshot() const;
 
-  // Every exported sample of ingest, the index and persistence.
-  std::vector<ingest::MetricSample> RenderMetrics() const;
-  // Help text of the families RenderMetrics emits beyond ingest's own.
-  static const std::vector<ingest::MetricFamilyInfo>& NodeMetricFamilies();
+  // Every exported sample of ingest, the index and persistence (families:
+  // ingest_metrics.h, node_metrics.h).
+  std::vector<MetricSample> RenderMetrics() const;
 
  private:
   explicit Node(const ServerConfig& config);

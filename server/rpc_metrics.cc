@@ -3,6 +3,8 @@
 #include <limits>
 #include <string>
 
+#include "server/metrics_endpoint.h"
+
 namespace kvidx::server {
 
 namespace {
@@ -55,14 +57,8 @@ uint64_t RpcMetrics::Requests(RpcMethod m, int code) const {
 }
 
 void RpcMetrics::Render(std::vector<prometheus::MetricFamily>* out) const {
-  prometheus::MetricFamily req;
-  req.name = "kvidx_grpc_requests_total";
-  req.help = "gRPC requests served, by method and status code (streamed FindPrefix: per request).";
-  req.type = prometheus::MetricType::Counter;
-  prometheus::MetricFamily lat;
-  lat.name = "kvidx_grpc_request_duration_seconds";
-  lat.help = "gRPC request latency inside the server, by method.";
-  lat.type = prometheus::MetricType::Histogram;
+  prometheus::MetricFamily req = PrometheusFamily(metric::kGrpcRequests);
+  prometheus::MetricFamily lat = PrometheusFamily(metric::kGrpcRequestDuration);
   for (size_t i = 0; i < kMethods; ++i) {
     const std::string method(RpcMethodName(static_cast<RpcMethod>(i)));
     const PerMethod& p = m_[i];

@@ -18,6 +18,8 @@
 
 #include <prometheus/metric_family.h>
 
+#include "base/metric.h"
+
 namespace kvidx::server {
 
 enum class RpcMethod : uint8_t {
@@ -35,6 +37,19 @@ enum class RpcMethod : uint8_t {
   kCount,
 };
 std::string_view RpcMethodName(RpcMethod m);
+
+namespace metric {
+inline constexpr MetricFamily kGrpcRequests{
+    "kvidx_grpc_requests_total", MetricKind::kCounter,
+    "gRPC requests served, by method and status code (streamed FindPrefix: per request)."};
+inline constexpr MetricFamily kGrpcRequestDuration{"kvidx_grpc_request_duration_seconds", MetricKind::kHistogram,
+                                                   "gRPC request latency inside the server, by method."};
+}  // namespace metric
+
+inline MetricFamilyTable RpcMetricFamilies() {
+  static constexpr const MetricFamily* kTable[] = {&metric::kGrpcRequests, &metric::kGrpcRequestDuration};
+  return kTable;
+}
 
 class RpcMetrics {
  public:

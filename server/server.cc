@@ -20,7 +20,9 @@
 #include "server/heap_trim.h"
 #include "server/kv_index_service.h"
 #include "server/metrics_endpoint.h"
+#include "server/metric_families.h"
 #include "server/node.h"
+#include "server/node_metrics.h"
 #include "server/rpc_metrics.h"
 
 namespace kvidx::server {
@@ -263,20 +265,15 @@ Status Server::Start() {
   if (!im.config.metrics.listen.empty()) {
     Node* node = im.node.get();
     RpcMetrics* rpc = &im.rpc_metrics;
-    std::vector<ingest::MetricFamilyInfo> infos = ingest::IngestMetricFamilies();
-    for (const auto& f : Node::NodeMetricFamilies()) infos.push_back(f);
     std::atomic<bool>* serving = &im.serving;
     Result<std::unique_ptr<MetricsEndpoint>> ep = MetricsEndpoint::Start(
-        im.config.metrics, [node] { return node->RenderMetrics(); }, std::move(infos),
+        im.config.metrics, [node] { return node->RenderMetrics(); },
         [rpc, serving, node](std::vector<prometheus::MetricFamily>* out) {
           rpc->Render(out);
           // Where each block the engines evicted sat in our recency order
           // (0 = coldest): in sync, the mass is near 0; drift moves it up.
           const RecencyRankHistogram h = node->index().GetEvictionRankHistogram();
-          prometheus::MetricFamily ev;
-          ev.name = "kvidx_eviction_recency_rank";
-          ev.help = "Recency rank (0 = coldest, 1 = hottest) in kvidx's order of each GPU block the engines evicted.";
-          ev.type = prometheus::MetricType::Histogram;
+          prometheus::MetricFamily ev = PrometheusFamily(metric::kEvictionRank);
           prometheus::ClientMetric hm;
           uint64_t cum = 0;
           for (size_t i = 0; i < RecencyRankHistogram::kBuckets; ++i) {
@@ -288,10 +285,7 @@ Status Server::Start() {
           hm.histogram.sample_sum = h.sum;
           ev.metric.push_back(std::move(hm));
           out->push_back(std::move(ev));
-          prometheus::MetricFamily up;
-          up.name = "kvidx_serving";
-          up.help = "1 once the first restore and replay pass finished (health SERVING).";
-          up.type = prometheus::MetricType::Gauge;
+          prometheus::MetricFamily up = PrometheusFamily(metric::kServing);
           prometheus::ClientMetric m;
           m.gauge.value = serving->load() ? 1 : 0;
           up.metric.push_back(m);

@@ -494,7 +494,7 @@ TEST_F(IngestSocketTest, SourcesAreRemovedAndResyncedAtRunTime) {
   EXPECT_TRUE(sink_.Get("a/dp0").removed);
   EXPECT_FALSE(ing_->GetSource("a/dp0").has_value());
   for (const MetricSample& m : ing_->RenderMetrics()) {
-    EXPECT_NE(m.labels[0].second, "a/dp0") << m.name;
+    EXPECT_NE(m.labels[0].second, "a/dp0") << m.name();
   }
   EXPECT_EQ(ing_->RemoveEngine("a").code(), StatusCode::kNotFound);
 
@@ -545,7 +545,7 @@ TEST_F(IngestSocketTest, MetricsAreRenderedUnderCommittedNames) {
   auto samples = ing_->RenderMetrics();
   auto find = [&](const std::string& name, const std::string& lk = "", const std::string& lv = "") -> double {
     for (const MetricSample& m : samples) {
-      if (m.name != name) continue;
+      if (m.name() != name) continue;
       if (m.labels[0] != std::pair<std::string, std::string>("source", "r/dp0")) continue;
       if (!lk.empty() && (m.labels.size() < 2 || m.labels[1] != std::pair(lk, lv))) continue;
       return m.value;

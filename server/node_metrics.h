@@ -1,0 +1,86 @@
+// The metric families the Node exports beyond ingest's: the index per model
+// and per source, the apply path, persistence. Node::RenderMetrics fills the
+// counters and gauges; the eviction-rank histogram is rendered by the
+// server from BlockIndex::GetEvictionRankHistogram.
+#pragma once
+
+#include "base/metric.h"
+
+namespace kvidx::server::metric {
+
+using K = MetricKind;
+
+inline constexpr MetricFamily kIndexBlocks{"kvidx_index_blocks", K::kGauge,
+                                           "Distinct blocks held by any source, per model."};
+inline constexpr MetricFamily kSourceBlocks{"kvidx_source_blocks", K::kGauge,
+                                            "Distinct blocks a source holds, per tier."};
+inline constexpr MetricFamily kGpuCopies{"kvidx_source_gpu_copies", K::kGauge,
+                                         "Physical GPU block copies a source is believed to hold."};
+inline constexpr MetricFamily kGpuCapacity{"kvidx_source_gpu_capacity_blocks", K::kGauge,
+                                           "Configured num_gpu_blocks of the source (0: unknown)."};
+inline constexpr MetricFamily kOverCapacity{"kvidx_source_over_capacity", K::kGauge,
+                                            "1 if the index believes more GPU copies than the capacity."};
+inline constexpr MetricFamily kStoredBlocks{"kvidx_stored_blocks_total", K::kCounter,
+                                            "Block entries of indexed BlockStored events."};
+inline constexpr MetricFamily kRemovedBlocks{"kvidx_removed_blocks_total", K::kCounter,
+                                             "Block entries of indexed BlockRemoved events."};
+inline constexpr MetricFamily kUnindexedBlocks{"kvidx_unindexed_blocks_total", K::kCounter,
+                                               "Block entries of KV-cache groups the model does not index."};
+inline constexpr MetricFamily kBlockHits{"kvidx_block_hits_total", K::kCounter,
+                                         "Engine-confirmed cache hits (full-report re-announcements)."};
+inline constexpr MetricFamily kDuplicateCopies{"kvidx_duplicate_copies_total", K::kCounter,
+                                               "Stores that raised a block's reference count above 1."};
+inline constexpr MetricFamily kDriftRemoveUnknown{"kvidx_drift_remove_unknown_total", K::kCounter,
+                                                  "Removals of blocks the index did not hold (missed store)."};
+inline constexpr MetricFamily kDriftOrphanStore{"kvidx_drift_orphan_store_total", K::kCounter,
+                                                "Stores whose parent the source did not hold (missed store)."};
+inline constexpr MetricFamily kDriftReusedUnknown{"kvidx_drift_reused_unknown_total", K::kCounter,
+                                                  "Re-announced (reused) blocks the index did not hold."};
+inline constexpr MetricFamily kSourceClears{"kvidx_source_clears_total", K::kCounter,
+                                            "Times a source's blocks were cleared."};
+inline constexpr MetricFamily kEvictionRank{
+    "kvidx_eviction_recency_rank", K::kHistogram,
+    "Recency rank (0 = coldest, 1 = hottest) in kvidx's order of each GPU block the engines evicted."};
+inline constexpr MetricFamily kAppliedBatches{"kvidx_applied_batches_total", K::kCounter,
+                                              "Batches applied to the index, all sources."};
+inline constexpr MetricFamily kApplyErrors{"kvidx_apply_errors_total", K::kCounter,
+                                           "Index calls that returned an error while applying batches."};
+inline constexpr MetricFamily kUnboundBatches{"kvidx_unbound_batches_total", K::kCounter,
+                                              "Batches for a source that was not bound (removed meanwhile)."};
+inline constexpr MetricFamily kBlockSizeMismatch{
+    "kvidx_block_size_mismatch_events_total", K::kCounter,
+    "BlockStored events not indexed: their block_size is not the model's block_size."};
+inline constexpr MetricFamily kUnknownTopic{"kvidx_unknown_topic_messages_total", K::kCounter,
+                                            "Messages on bound sockets whose topic no source claims."};
+inline constexpr MetricFamily kSnapshots{"kvidx_snapshots_total", K::kCounter, "Snapshot attempts by result."};
+inline constexpr MetricFamily kSnapshotDuration{"kvidx_snapshot_duration_seconds", K::kGauge,
+                                                "Duration of the last snapshot."};
+inline constexpr MetricFamily kSnapshotBytes{"kvidx_snapshot_bytes", K::kGauge, "Size of the last snapshot file."};
+inline constexpr MetricFamily kSnapshotAge{"kvidx_snapshot_age_seconds", K::kGauge,
+                                           "Age of the newest complete snapshot (-1: none)."};
+inline constexpr MetricFamily kRestoreDuration{"kvidx_restore_duration_seconds", K::kGauge,
+                                               "Duration of the restore at start."};
+inline constexpr MetricFamily kRestoredBlocks{"kvidx_restored_blocks", K::kGauge, "Owner records restored at start."};
+inline constexpr MetricFamily kRestoreDroppedSources{
+    "kvidx_restore_dropped_sources", K::kGauge, "Restored sources dropped at start (unconfigured or not resumable)."};
+inline constexpr MetricFamily kCorruptDataDir{"kvidx_corrupt_data_dir_total", K::kCounter,
+                                              "Corrupt data directories moved aside (on_corrupt: start-empty)."};
+
+}  // namespace kvidx::server::metric
+
+namespace kvidx::server {
+
+inline MetricFamilyTable NodeMetricFamilies() {
+  using namespace metric;  // NOLINT: the table reads as the list it is
+  static constexpr const MetricFamily* kTable[] = {
+      &kIndexBlocks,      &kSourceBlocks,      &kGpuCopies,          &kGpuCapacity,     &kOverCapacity,
+      &kStoredBlocks,     &kRemovedBlocks,     &kUnindexedBlocks,    &kBlockHits,       &kDuplicateCopies,
+      &kDriftRemoveUnknown, &kDriftOrphanStore, &kDriftReusedUnknown, &kSourceClears,    &kEvictionRank,
+      &kAppliedBatches,   &kApplyErrors,       &kUnboundBatches,     &kBlockSizeMismatch, &kUnknownTopic,
+      &kSnapshots,        &kSnapshotDuration,  &kSnapshotBytes,      &kSnapshotAge,     &kRestoreDuration,
+      &kRestoredBlocks,   &kRestoreDroppedSources, &kCorruptDataDir,
+  };
+  return kTable;
+}
+
+}  // namespace kvidx::server
