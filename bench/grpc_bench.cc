@@ -17,6 +17,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "base/clock.h"
 #include "index/block_hasher.h"
 #include "ingest/encoder.h"
 #include "ingest/fake_engine.h"
@@ -81,7 +82,7 @@ double Pct(std::vector<double>& v, double p) {
 // at most 64 blocks.
 void PublishStore(ingest::FakeEngine* eng, const std::vector<BlockKey>& keys, size_t n) {
   ingest::EventBatch b;
-  b.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  b.ts = WallSeconds();
   b.data_parallel_rank = 0;
   for (size_t off = 0; off < n; off += 64) {
     size_t cnt = std::min<size_t>(64, n - off);
@@ -258,7 +259,7 @@ int RunGrpcBench(int argc, char** argv) {
       }
       int r = static_cast<int>(crng() % static_cast<uint64_t>(f.replicas));
       ingest::EventBatch b;
-      b.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+      b.ts = WallSeconds();
       b.data_parallel_rank = 0;
       if (!last[r].empty()) {
         ingest::KvEvent e;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/clock.h"
 #include "ingest/ingest_metrics.h"
 
 namespace kvidx::ingest {
@@ -30,10 +31,6 @@ uint64_t SourceStats::decode_error_total() const {
   uint64_t n = 0;
   for (const auto& c : decode_errors) n += c.load(std::memory_order_relaxed);
   return n;
-}
-
-double WallNowSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 namespace {
@@ -98,7 +95,7 @@ std::vector<std::shared_ptr<const SourceStats>> MetricsRegistry::Snapshot() cons
 }
 
 std::vector<MetricSample> MetricsRegistry::Render(double now_wall) const {
-  if (now_wall <= 0) now_wall = WallNowSeconds();
+  if (now_wall <= 0) now_wall = WallSeconds();
   std::vector<MetricSample> out;
   for (const auto& s : Snapshot()) RenderSourceStats(*s, now_wall, &out);
   return out;

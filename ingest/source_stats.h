@@ -114,6 +114,5 @@ class MetricsRegistry {
   std::vector<std::shared_ptr<const SourceStats>> sources_;
 };
 
-double WallNowSeconds();
 
 }  // namespace kvidx::ingest

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/clock.h"
 #include "server/proto_convert.h"
 #include "server/request_scan.h"
 
@@ -117,7 +118,7 @@ grpc::Status AdminService::ListSources(grpc::ServerContext* ctx, const v1::ListS
   KVIDX_ADMIN_PROLOGUE(RpcMethod::kListSources);
   std::vector<ingest::SourceStatus> sources = node_->ingester().ListSources();
   std::sort(sources.begin(), sources.end(), [](const auto& a, const auto& b) { return a.spec.name < b.spec.name; });
-  const double now = ingest::WallNowSeconds();
+  const double now = WallSeconds();
   for (const ingest::SourceStatus& s : sources) {
     v1::SourceInfo* si = resp->add_sources();
     si->set_source(s.spec.name);

@@ -12,6 +12,7 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 
 #include "base/bounded_text.h"
+#include "base/clock.h"
 #include "server/proto_convert.h"
 
 namespace kvidx::server {
@@ -356,9 +357,7 @@ grpc::Status KvIndexService::GetStatsAnswer(v1::GetStatsResponse* resp) const {
   resp->set_queries(queries());
   double age = -1;
   if (const snapshot::SnapshotStats* st = node_->snapshot_stats()) {
-    age = st->AgeSeconds(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                   std::chrono::system_clock::now().time_since_epoch())
-                                                   .count()));
+    age = st->AgeSeconds(WallMillis());
   }
   resp->set_snapshot_age_seconds(age);
   resp->set_serving(serving_->load(std::memory_order_acquire));

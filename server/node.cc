@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/clock.h"
 #include "server/node_metrics.h"
 #include "server/snapshot_format.h"
 
@@ -17,12 +18,6 @@ using Clock = std::chrono::steady_clock;
 std::atomic<uint64_t> g_next_model_uid{1};
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-uint64_t WallMs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-}
 
 }  // namespace
 
@@ -269,7 +264,7 @@ Result<SnapshotOutcome> Node::Snapshot() {
     w.gpu_capacity_blocks = index_.GetSourceStats(id).gpu_capacity;
     data.sources.push_back(std::move(w));
   }
-  data.created_unix_ms = WallMs();
+  data.created_unix_ms = WallMillis();
   if (Status s = store_->Write(data); !s.ok()) return s;
   batches_at_last_snapshot_.store(applied, std::memory_order_relaxed);
   SnapshotOutcome out;
@@ -326,7 +321,7 @@ std::vector<MetricSample> Node::RenderMetrics() const {
     add(m::kSnapshots, d(st.snapshots_failed.load()), {{"result", "error"}});
     add(m::kSnapshotDuration, d(st.last_duration_us.load()) / 1e6);
     add(m::kSnapshotBytes, d(st.last_bytes.load()));
-    add(m::kSnapshotAge, st.AgeSeconds(WallMs()));
+    add(m::kSnapshotAge, st.AgeSeconds(WallMillis()));
     add(m::kRestoreDuration, d(st.restore_duration_us.load()) / 1e6);
     add(m::kRestoredBlocks, d(st.restored_blocks.load()));
     add(m::kCorruptDataDir, d(st.corrupt_start_empty_total.load()));

@@ -21,6 +21,8 @@
 #include <rocksdb/write_batch.h>
 #include <xxhash.h>
 
+#include "base/clock.h"
+
 namespace kvidx::snapshot {
 
 namespace fs = std::filesystem;
@@ -41,11 +43,6 @@ constexpr std::string_view kCommittedFile = "kvidx-committed";
 
 using Clock = std::chrono::steady_clock;
 
-uint64_t NowUnixMs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-}
 uint64_t ElapsedUs(Clock::time_point t0) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
 }
@@ -508,19 +505,19 @@ Status SnapshotStore::StartEmpty(const Status& why) {
   next_gen_ = 1;
   std::string base = dir_;
   while (base.size() > 1 && base.back() == '/') base.pop_back();
-  std::string target = base + ".corrupt-" + std::to_string(NowUnixMs() / 1000);
+  std::string target = base + ".corrupt-" + std::to_string(WallMillis() / 1000);
   std::error_code ec;
   for (int i = 1; fs::exists(target, ec); ++i) {
-    target = base + ".corrupt-" + std::to_string(NowUnixMs() / 1000) + "-" + std::to_string(i);
+    target = base + ".corrupt-" + std::to_string(WallMillis() / 1000) + "-" + std::to_string(i);
   }
   if (!opts_.move_aside_in_place) fs::rename(base, target, ec);
   if (opts_.move_aside_in_place || ec) {
     // A mount point cannot be renamed: move its entries into a subdirectory.
     const std::string rename_error = ec ? ec.message() : "";
     ec.clear();
-    target = base + "/corrupt-" + std::to_string(NowUnixMs() / 1000);
+    target = base + "/corrupt-" + std::to_string(WallMillis() / 1000);
     for (int i = 1; fs::exists(target, ec); ++i) {
-      target = base + "/corrupt-" + std::to_string(NowUnixMs() / 1000) + "-" + std::to_string(i);
+      target = base + "/corrupt-" + std::to_string(WallMillis() / 1000) + "-" + std::to_string(i);
     }
     fs::create_directory(target, ec);
     std::vector<fs::path> entries;
@@ -559,7 +556,7 @@ Status SnapshotStore::Write(const SnapshotData& data) {
   if (!st.ok()) return fail(st);
 
   const uint64_t gen = next_gen_++;
-  const uint64_t created = data.created_unix_ms != 0 ? data.created_unix_ms : NowUnixMs();
+  const uint64_t created = data.created_unix_ms != 0 ? data.created_unix_ms : WallMillis();
   rocksdb::WriteBatch pending;
   (void)pending.Put(S(kPendingKey), EncodeGen(gen));
   st = Persist(db_.get(), opts_.sync, &pending, dir_ + ": writing pending marker");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/clock.h"
+
 namespace kvidx::sim {
 
 using ingest::EventType;
@@ -42,7 +44,7 @@ void SimRank::PushFree(uint32_t b) {
 }
 
 void SimRank::Publish(std::optional<ingest::DropMode> drop) {
-  batch_.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  batch_.ts = WallSeconds();
   batch_.data_parallel_rank = opts_.dp_rank;
   // One thread drives this rank, so the seq read here is the one Publish takes.
   if (drop) {
