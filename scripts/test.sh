@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # README command 2 and what CI runs: install, build, run every test.
+#   0. the include rules of docs/ARCHITECTURE.md (scripts/check-layers.sh)
 #   1. Release build, all tests (ctest, including the reliability suite's
 #      attacks on a server process); deploy lint (promtool, YAML,
 #      dashboard, metric names), a real Prometheus scraping kvidx, and
@@ -17,8 +18,9 @@ JOBS=${JOBS:-$(nproc)}
 start=$(date +%s)
 stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 
-stage "setup"
+stage "setup + include rules"
 bash scripts/setup.sh
+bash scripts/check-layers.sh
 
 stage "release build + tests"
 BUILD_DIR=build bash scripts/build.sh

@@ -41,7 +41,7 @@
 #include "ingest/ingester.h"
 #include "ingest/source_stats.h"
 #include "server/config.h"
-#include "server/server.h"
+#include "server/snapshot_outcome.h"
 #include "server/snapshot_store.h"
 
 namespace kvidx::server {

@@ -25,17 +25,11 @@
 
 #include "base/status.h"
 #include "server/config.h"
+#include "server/snapshot_outcome.h"
 
 namespace kvidx::server {
 
 class Node;
-
-struct SnapshotOutcome {
-  uint64_t generation = 0;
-  uint64_t bytes = 0;
-  uint64_t owners = 0;
-  double duration_seconds = 0;
-};
 
 class Server {
  public:
