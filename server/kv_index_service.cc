@@ -81,6 +81,7 @@ KvIndexService::KvIndexService(const Node* node, const GrpcConfig& limits, RpcMe
       serving_(serving),
       read_auth_(read_auth),
       engine_(node, QueryLimits{limits.max_query_tokens, limits.max_query_hashes}),
+      routes_(&engine_, RoutePolicy{}, RouteTracker::Options{}),
       started_(Clock::now()) {
   // Twice the largest message: room for every legitimate request at the
   // default limits (1M token ids are charged 16 MiB), not for amplification.
@@ -97,6 +98,8 @@ KvIndexService::KvIndexService(const Node* node, const GrpcConfig& limits, RpcMe
                                 "hashes: more than " + hashes + " hashes exceed the limit of " + hashes +
                                     " (grpc.max_query_hashes)"});
   }
+  route_scan_ = query_scan_;
+  route_scan_.echo = v1::RouteRequest::descriptor()->FindFieldByName("request_id");
 }
 
 grpc::Status KvIndexService::Authorize(const grpc::ServerContextBase& ctx) const {
@@ -288,6 +291,40 @@ grpc::ServerUnaryReactor* KvIndexService::GetBlock(grpc::CallbackServerContext* 
   v1::GetBlockRequest q;
   v1::GetBlockResponse r;
   return Serve(ctx, RpcMethod::kGetBlock, *req, plain_scan_, &q, &r, resp, [&] { return GetBlockAnswer(q, &r); });
+}
+
+grpc::ServerUnaryReactor* KvIndexService::Route(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                                grpc::ByteBuffer* resp) {
+  v1::RouteRequest q;
+  v1::RouteResponse r;
+  return Serve(ctx, RpcMethod::kRoute, *req, route_scan_, &q, &r, resp, [&] {
+    return DeadlinePassed(ctx) ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed")
+                               : RouteAnswer(q, &r);
+  });
+}
+
+grpc::ServerUnaryReactor* KvIndexService::RouteDone(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                                    grpc::ByteBuffer* resp) {
+  v1::RouteDoneRequest q;
+  v1::RouteDoneResponse r;
+  return Serve(ctx, RpcMethod::kRouteDone, *req, plain_scan_, &q, &r, resp, [&] { return RouteDoneAnswer(q, &r); });
+}
+
+grpc::Status KvIndexService::RouteAnswer(const v1::RouteRequest& req, v1::RouteResponse* resp) {
+  thread_local RouteQuery query;
+  thread_local server::RouteAnswer answer;
+  thread_local std::vector<MultiModalItem> mm;
+  FromProto(req, &query, &mm);
+  if (Status s = routes_.Route(query, &answer); !s.ok()) return ToGrpc(s);
+  ToProto(req, answer, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status KvIndexService::RouteDoneAnswer(const v1::RouteDoneRequest& req, v1::RouteDoneResponse* resp) {
+  Result<RouteEnd> end = routes_.RouteDone(req.route_id());
+  if (!end.ok()) return ToGrpc(end.status());
+  resp->set_predicted_cached_tokens(end->predicted_cached_tokens);
+  return grpc::Status::OK;
 }
 
 grpc::Status KvIndexService::ListReplicasAnswer(const v1::ListReplicasRequest& req,

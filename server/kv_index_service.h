@@ -32,6 +32,7 @@
 #include "server/credentials.h"
 #include "server/node.h"
 #include "server/query_engine.h"
+#include "server/route_engine.h"
 #include "server/request_scan.h"
 #include "server/rpc_metrics.h"
 
@@ -47,7 +48,9 @@ namespace kvidx::server {
 // limit ends at once with RESOURCE_EXHAUSTED naming it.
 using KvIndexServiceBase = v1::KvIndex::WithRawCallbackMethod_FindPrefix<v1::KvIndex::WithRawCallbackMethod_FindPrefixBatch<
     v1::KvIndex::WithRawCallbackMethod_FindPrefixStream<v1::KvIndex::WithRawCallbackMethod_ListReplicas<
-        v1::KvIndex::WithRawCallbackMethod_GetStats<v1::KvIndex::WithRawCallbackMethod_GetBlock<v1::KvIndex::Service>>>>>>;
+        v1::KvIndex::WithRawCallbackMethod_GetStats<v1::KvIndex::WithRawCallbackMethod_GetBlock<
+            v1::KvIndex::WithRawCallbackMethod_Route<v1::KvIndex::WithRawCallbackMethod_RouteDone<
+                v1::KvIndex::Service>>>>>>>>;
 
 class KvIndexService final : public KvIndexServiceBase {
  public:
@@ -68,6 +71,10 @@ class KvIndexService final : public KvIndexServiceBase {
                                      grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* GetBlock(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
                                      grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* Route(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                  grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* RouteDone(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                      grpc::ByteBuffer* resp) override;
 
   // The query itself, shared by the three FindPrefix forms (and benches).
   grpc::Status Answer(const v1::FindPrefixRequest& req, v1::FindPrefixResponse* resp) const;
@@ -83,6 +90,8 @@ class KvIndexService final : public KvIndexServiceBase {
   grpc::Status ListReplicasAnswer(const v1::ListReplicasRequest& req, v1::ListReplicasResponse* resp) const;
   grpc::Status GetStatsAnswer(v1::GetStatsResponse* resp) const;
   grpc::Status GetBlockAnswer(const v1::GetBlockRequest& req, v1::GetBlockResponse* resp) const;
+  grpc::Status RouteAnswer(const v1::RouteRequest& req, v1::RouteResponse* resp);
+  grpc::Status RouteDoneAnswer(const v1::RouteDoneRequest& req, v1::RouteDoneResponse* resp);
   // Authenticates, parses `in` into `req` under `limits`, runs `answer`,
   // serialises `resp` into `out`, counts the outcome as `method`.
   template <class Answer>
@@ -106,8 +115,10 @@ class KvIndexService final : public KvIndexServiceBase {
   const std::atomic<bool>* serving_;
   const AdminAuth* read_auth_;
   const QueryEngine engine_;
+  RouteEngine routes_;
   const std::chrono::steady_clock::time_point started_;
   ScanLimits query_scan_;   // one FindPrefixRequest
+  ScanLimits route_scan_;   // one RouteRequest
   ScanLimits plain_scan_;   // the other requests: size only
   mutable std::atomic<uint64_t> queries_{0};
   std::atomic<uint32_t> open_streams_{0};

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "index/block_hasher.h"
+#include "index/block_key.h"
 #include "index/source_registry.h"
 
 namespace kvidx::server {
@@ -84,6 +85,8 @@ struct PrefixAnswer {
   // the model's engines publish (integers when int_block_hashes).
   std::span<const BlockDigest> block_hashes;
   bool int_block_hashes = false;
+  // The prompt's block keys as the index was asked for them.
+  std::span<const BlockKey> keys;
 
   void Clear() {
     query_blocks = block_size = 0;
@@ -92,6 +95,7 @@ struct PrefixAnswer {
     replicas.clear();
     block_hashes = {};
     int_block_hashes = false;
+    keys = {};
   }
 };
 

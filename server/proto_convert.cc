@@ -108,6 +108,68 @@ void ToProto(const v1::FindPrefixRequest& req, const PrefixAnswer& answer, v1::F
   }
 }
 
+void FromProto(const v1::RouteRequest& req, RouteQuery* q, std::vector<MultiModalItem>* mm) {
+  PrefixQuery& p = q->prompt;
+  p.Clear();
+  p.model = req.model();
+  switch (req.query_case()) {
+    case v1::RouteRequest::kTokens: TokensFromProto(req.tokens(), &p, mm); break;
+    case v1::RouteRequest::kHashes: HashesFromProto(req.hashes(), &p); break;
+    case v1::RouteRequest::QUERY_NOT_SET: break;
+  }
+  for (const std::string& r : req.replicas()) p.replicas.push_back(r);
+  q->prompt_tokens = req.prompt_tokens();
+  q->expected_output_tokens = req.expected_output_tokens();
+  q->n = req.n() == 0 ? 1 : req.n();
+}
+
+namespace {
+
+v1::RouteReason ReasonToProto(RouteReason r) {
+  switch (r) {
+    case RouteReason::kAffinity: return v1::ROUTE_REASON_AFFINITY;
+    case RouteReason::kLoad: return v1::ROUTE_REASON_LOAD;
+    case RouteReason::kWarmup: return v1::ROUTE_REASON_WARMUP;
+    case RouteReason::kNoPrefix: return v1::ROUTE_REASON_NO_PREFIX;
+  }
+  return v1::ROUTE_REASON_UNSPECIFIED;
+}
+
+void CandidateToProto(const RouteCandidate& c, v1::RouteCandidate* out) {
+  out->set_replica(c.replica.data(), c.replica.size());
+  out->set_dp_rank(c.dp_rank);
+  out->set_source(ingest::SourceName(c.replica, c.dp_rank));
+  out->set_state(ToProto(c.state));
+  out->set_gpu_blocks(c.signals.gpu_blocks);
+  out->set_cpu_blocks(c.signals.cpu_blocks);
+  out->set_storage_blocks(c.signals.storage_blocks);
+  out->set_predicted_blocks(c.signals.predicted_blocks);
+  out->set_cost(c.score.cost);
+  out->set_cached_tokens(c.score.cached_tokens);
+  out->set_uncached_tokens(c.score.uncached_tokens);
+  out->set_queued_tokens(c.score.queued_tokens);
+  out->set_decode_factor(c.score.decode_factor);
+  out->set_kv_factor(c.score.kv_factor);
+  out->set_warmup_factor(c.score.warmup_factor);
+}
+
+}  // namespace
+
+void ToProto(const v1::RouteRequest& req, const RouteAnswer& answer, v1::RouteResponse* resp) {
+  if (!answer.candidates.empty()) {
+    const RouteCandidate& w = answer.candidates.front();
+    resp->set_replica(w.replica.data(), w.replica.size());
+    resp->set_dp_rank(w.dp_rank);
+    resp->set_source(ingest::SourceName(w.replica, w.dp_rank));
+  }
+  resp->set_route_id(answer.route_id);
+  resp->set_reason(ReasonToProto(answer.reason));
+  for (const RouteCandidate& c : answer.candidates) CandidateToProto(c, resp->add_candidates());
+  resp->set_block_size(answer.block_size);
+  resp->set_prompt_tokens(answer.prompt_tokens);
+  resp->set_request_id(req.request_id());
+}
+
 void ToProto(const BlockHolder& h, v1::BlockOwner* out) {
   if (h.registered) {
     out->set_replica(h.replica.data(), h.replica.size());

@@ -16,6 +16,7 @@
 #include "kvidx/v1/kvidx.pb.h"
 #include "server/prefix_query.h"
 #include "server/query_engine.h"
+#include "server/route_engine.h"
 
 namespace kvidx::server {
 
@@ -30,5 +31,9 @@ void FromProto(const v1::FindPrefixRequest& req, PrefixQuery* q, std::vector<Mul
 // `answer` to `req` as a response (model and request id echoed from `req`).
 void ToProto(const v1::FindPrefixRequest& req, const PrefixAnswer& answer, v1::FindPrefixResponse* resp);
 void ToProto(const BlockHolder& h, v1::BlockOwner* out);
+
+// `req` as a domain route query; views into `req` and `mm` as FromProto.
+void FromProto(const v1::RouteRequest& req, RouteQuery* q, std::vector<MultiModalItem>* mm);
+void ToProto(const v1::RouteRequest& req, const RouteAnswer& answer, v1::RouteResponse* resp);
 
 }  // namespace kvidx::server

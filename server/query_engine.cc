@@ -81,6 +81,7 @@ Status QueryEngine::FindPrefix(const PrefixQuery& q, PrefixAnswer* answer) const
   answer->query_blocks = sc.match.query_blocks;
   answer->block_size = (*model)->config.block_size;
   answer->truncated = sc.match.truncated;
+  answer->keys = sc.keys;
   answer->applied_batches = node_->sink().stats().applied_batches.load(std::memory_order_relaxed);
   Assemble(q, answer);
   return Status::Ok();

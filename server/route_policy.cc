@@ -52,6 +52,10 @@ RouteScore ScoreCandidate(const RoutePolicy& p, uint64_t prompt_tokens, uint32_t
   // kvidx's own count covers what it routed since the last scrape; the
   // scrape covers every router's requests. Either may be the larger.
   r.queued_tokens = std::max(w * s.waiting * p.mean_prompt_tokens, s.inflight_uncached_tokens);
+  // Predicted blocks are being computed by a request already queued there:
+  // waiting for them is this request's prefill, not extra work on top.
+  const double following = std::min(s.inflight_uncached_tokens, p.predicted_credit * s.predicted_blocks * block_size);
+  r.queued_tokens = std::max(0.0, r.queued_tokens - following);
   r.decode_factor = 1 + p.decode_weight * std::max(w * s.running, s.inflight_requests);
   r.kv_factor = KvFactor(p, w * s.kv_usage);
   r.warmup_factor = with_warmup ? WarmupFactor(p, s.age_seconds) : 1;

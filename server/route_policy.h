@@ -14,7 +14,9 @@
 //                  routed there moments ago is computing them now);
 //   queued         prefill tokens ahead of it: the rank's waiting requests
 //                  (scraped) times the mean prompt, or kvidx's own count of
-//                  in-flight uncached tokens when the scrape is stale;
+//                  in-flight uncached tokens when the scrape is stale; less
+//                  the predicted blocks this request follows (their compute
+//                  is queued already and would be repeated elsewhere);
 //   decode_factor  1 + decode_weight x running requests: each running
 //                  sequence slows every step, prefill chunks included;
 //   kv_factor      > 1 once KV usage passes kv_pressure_start: a nearly

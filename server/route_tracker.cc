@@ -5,7 +5,7 @@
 namespace kvidx::server {
 
 uint64_t RouteTracker::Add(SourceId source, std::span<const BlockKey> keys, uint32_t cached_blocks,
-                           uint64_t uncached_tokens, Clock::time_point now) {
+                           uint64_t uncached_tokens, Clock::time_point now, uint64_t expected_cached_tokens) {
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked(now);
   while (routes_.size() >= opts_.max_routes && !routes_.empty()) {
@@ -18,6 +18,7 @@ uint64_t RouteTracker::Add(SourceId source, std::span<const BlockKey> keys, uint
   r.created = now;
   r.uncached_tokens = uncached_tokens;
   r.cached_blocks = cached_blocks;
+  r.expected_cached_tokens = expected_cached_tokens;
   const size_t from = std::min<size_t>(cached_blocks, keys.size());
   const size_t n = std::min(keys.size() - from, opts_.max_predicted_blocks);
   r.predicted.assign(keys.begin() + from, keys.begin() + from + n);

@@ -50,6 +50,7 @@ class RouteTracker {
     Clock::time_point created;
     uint64_t uncached_tokens = 0;
     uint32_t cached_blocks = 0;       // the source's prefix when routed
+    uint64_t expected_cached_tokens = 0;
     std::vector<BlockKey> predicted;  // blocks after it, predicted there
     bool prediction_live = true;
   };
@@ -71,7 +72,7 @@ class RouteTracker {
   // Records a route of the prompt `keys` to `source`, which holds its first
   // `cached_blocks`; returns the route id (never 0).
   uint64_t Add(SourceId source, std::span<const BlockKey> keys, uint32_t cached_blocks, uint64_t uncached_tokens,
-               Clock::time_point now);
+               Clock::time_point now, uint64_t expected_cached_tokens = 0);
   // Ends a route: its record, or NotFound for an id never issued, already
   // done, expired or evicted.
   Result<Route> Done(uint64_t route_id, Clock::time_point now);

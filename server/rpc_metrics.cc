@@ -29,6 +29,8 @@ std::string_view RpcMethodName(RpcMethod m) {
     case RpcMethod::kListSources: return "ListSources";
     case RpcMethod::kTriggerSnapshot: return "TriggerSnapshot";
     case RpcMethod::kResync: return "Resync";
+    case RpcMethod::kRoute: return "Route";
+    case RpcMethod::kRouteDone: return "RouteDone";
     case RpcMethod::kCount: break;
   }
   return "unknown";

@@ -34,6 +34,8 @@ enum class RpcMethod : uint8_t {
   kListSources,
   kTriggerSnapshot,
   kResync,
+  kRoute,
+  kRouteDone,
   kCount,
 };
 std::string_view RpcMethodName(RpcMethod m);

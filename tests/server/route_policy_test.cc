@@ -49,6 +49,19 @@ TEST(RoutePolicy, LowerTiersAndPredictionsAreCreditedBelowGpu) {
   EXPECT_EQ(ChooseRoute(no_prediction, kPrompt, kBs, c).winner, 0u);
 }
 
+TEST(RoutePolicy, ASiblingFollowsThePredictionInsteadOfRecomputingElsewhere) {
+  std::vector<RouteSignals> c(2, Idle());
+  // The first request of a burst went to 0 a moment ago: its whole prompt
+  // is queued there and predicted.
+  c[0].predicted_blocks = 64;
+  c[0].inflight_requests = 1;
+  c[0].inflight_uncached_tokens = kPrompt;
+  RouteChoice r = ChooseRoute(RoutePolicy{}, kPrompt, kBs, c);
+  EXPECT_EQ(r.winner, 0u);
+  EXPECT_EQ(r.reason, RouteReason::kAffinity);
+  EXPECT_LT(r.scores[0].queued_tokens, r.scores[1].uncached_tokens);
+}
+
 TEST(RoutePolicy, AHotSpotLosesToAnIdleRankAndTheReasonSaysLoad) {
   std::vector<RouteSignals> c(2, Idle());
   c[0].gpu_blocks = 32;

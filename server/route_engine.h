@@ -1,0 +1,102 @@
+// RouteEngine: the Route and RouteDone queries, without any RPC.
+//
+// Route gathers, for every candidate rank of the model (every source of the
+// named replicas, or of the whole model), what the index holds of the
+// prompt (GPU, CPU and storage prefixes, via QueryEngine and the index),
+// what RouteTracker predicts and counts in flight there, and how long ago
+// the rank joined or its engine restarted; RoutePolicy picks the rank; the
+// route is recorded (predictions, in-flight) and its id returned.
+// RouteDone ends a route and returns what was expected of it.
+//
+// Errors (Status, the message starting with the field):
+//   InvalidArgument  a malformed prompt (as FindPrefix), n or
+//                    expected_output_tokens out of range, prompt_tokens
+//                    below what the hashes cover;
+//   NotFound         an unknown model, a named replica with no source, an
+//                    unknown or finished route_id;
+//   Unavailable      no candidate rank (the model has no sources).
+//
+// Thread-safety: every method may be called from any thread at once.
+// `queries` (and the node under it) outlives the engine.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "server/prefix_query.h"
+#include "server/query_engine.h"
+#include "server/route_policy.h"
+#include "server/route_tracker.h"
+
+namespace kvidx::server {
+
+inline constexpr uint32_t kMaxRouteSiblings = 1024;
+inline constexpr uint32_t kMaxExpectedOutputTokens = 1u << 24;
+
+struct RouteQuery {
+  PrefixQuery prompt;              // model, prompt form, candidate replicas
+  uint64_t prompt_tokens = 0;      // see RouteRequest.prompt_tokens
+  uint32_t expected_output_tokens = 0;
+  uint32_t n = 1;
+};
+
+struct RouteCandidate {
+  std::string_view replica;
+  uint32_t dp_rank = 0;
+  SourceId source = 0;
+  SourceState state = SourceState::kConnecting;
+  RouteSignals signals;
+  RouteScore score;
+};
+
+struct RouteAnswer {
+  uint64_t route_id = 0;
+  RouteReason reason = RouteReason::kNoPrefix;
+  std::vector<RouteCandidate> candidates;  // lowest cost first: [0] is the choice
+  uint32_t block_size = 0;
+  uint64_t prompt_tokens = 0;
+};
+
+struct RouteEnd {
+  uint64_t predicted_cached_tokens = 0;
+};
+
+class RouteEngine {
+ public:
+  using Clock = RouteTracker::Clock;
+
+  RouteEngine(const QueryEngine* queries, const RoutePolicy& policy, const RouteTracker::Options& tracker);
+
+  Status Route(const RouteQuery& q, RouteAnswer* answer, Clock::time_point now = Clock::now());
+  Result<RouteEnd> RouteDone(uint64_t route_id, Clock::time_point now = Clock::now());
+
+  RouteTracker::Stats tracker_stats() const { return tracker_.stats(); }
+
+ private:
+  Status CheckQuery(const RouteQuery& q) const;
+  // Every candidate source with its cache signals, from `found`.
+  Status Candidates(const RouteQuery& q, const ModelRuntime& model, const PrefixAnswer& found,
+                    std::vector<RouteCandidate>* out) const;
+  void AddLoadSignals(std::span<const BlockKey> keys, std::vector<RouteCandidate>* c, Clock::time_point now);
+  double AgeSeconds(SourceId source, uint64_t engine_restarts, Clock::time_point now);
+
+  const QueryEngine* queries_;
+  const RoutePolicy policy_;
+  RouteTracker tracker_;
+
+  // When each source was first seen, and its engine-restart count then: a
+  // restart (an empty cache) makes it young again.
+  struct Seen {
+    Clock::time_point since;
+    uint64_t restarts = 0;
+  };
+  std::mutex seen_mu_;
+  std::unordered_map<SourceId, Seen> seen_;
+};
+
+}  // namespace kvidx::server

@@ -1,0 +1,166 @@
+// Route and RouteDone over real gRPC on loopback, on a Server fed by
+// SimRank engines over real ZMQ: affinity, sibling prediction, candidate
+// sets, RouteDone's bookkeeping and every refused input.
+#include <set>
+
+#include "server/server_test_util.h"
+
+namespace kvidx::server::testing {
+namespace {
+
+class RouteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = MakeRank("a");
+    b_ = MakeRank("b");
+    ASSERT_TRUE(a_ && b_);
+    ServerConfig cfg = TestConfig(dir_, /*persistent=*/false);
+    cfg.engines = {EngineFor(*a_), EngineFor(*b_)};
+    rs_ = StartServer(cfg);
+    ASSERT_NE(rs_.server, nullptr);
+  }
+
+  void Serve(sim::SimRank& rank, const std::vector<int64_t>& tokens) {
+    ASSERT_TRUE(rank.Serve(tokens, /*full_report=*/false).ok());
+    rank.publisher().Flush();
+    ASSERT_TRUE(WaitFor([&] { return MatchedBlocks(rs_.stubs.index.get(), tokens, rank.options().replica) ==
+                                     tokens.size() / 16; }));
+  }
+
+  grpc::Status Route(const v1::RouteRequest& req, v1::RouteResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return rs_.stubs.index->Route(&ctx, req, resp);
+  }
+  grpc::Status Done(uint64_t id, v1::RouteDoneResponse* resp) {
+    v1::RouteDoneRequest req;
+    req.set_route_id(id);
+    req.set_outcome(v1::ROUTE_OUTCOME_OK);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return rs_.stubs.index->RouteDone(&ctx, req, resp);
+  }
+  static v1::RouteRequest TokensRequest(const std::vector<int64_t>& tokens) {
+    v1::RouteRequest req;
+    req.set_model(kModel);
+    for (int64_t t : tokens) req.mutable_tokens()->add_token_ids(t);
+    return req;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<sim::SimRank> a_, b_;
+  RunningServer rs_;
+};
+
+TEST_F(RouteTest, ThePrefixHolderWinsAndEveryRankIsScored) {
+  const std::vector<int64_t> prompt = Prompt(1, 16 * 8 + 3);
+  Serve(*b_, std::vector<int64_t>(prompt.begin(), prompt.begin() + 16 * 8));
+  v1::RouteRequest req = TokensRequest(prompt);
+  req.set_request_id(77);
+  v1::RouteResponse resp;
+  ASSERT_TRUE(Route(req, &resp).ok());
+  EXPECT_EQ(resp.replica(), "b");
+  EXPECT_EQ(resp.source(), "b/dp0");
+  EXPECT_EQ(resp.reason(), v1::ROUTE_REASON_AFFINITY);
+  EXPECT_NE(resp.route_id(), 0u);
+  EXPECT_EQ(resp.request_id(), 77u);
+  EXPECT_EQ(resp.prompt_tokens(), prompt.size());
+  ASSERT_EQ(resp.candidates_size(), 2);
+  EXPECT_EQ(resp.candidates(0).replica(), "b");
+  EXPECT_EQ(resp.candidates(0).gpu_blocks(), 8u);
+  EXPECT_EQ(resp.candidates(0).cached_tokens(), 16.0 * 8);
+  EXPECT_EQ(resp.candidates(1).gpu_blocks(), 0u);
+  EXPECT_LT(resp.candidates(0).cost(), resp.candidates(1).cost());
+
+  v1::RouteDoneResponse done;
+  ASSERT_TRUE(Done(resp.route_id(), &done).ok());
+  EXPECT_EQ(done.predicted_cached_tokens(), 16u * 8);
+  EXPECT_EQ(Done(resp.route_id(), &done).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Done(424242, &done).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(RouteTest, SiblingsArrivingBeforeAnyEventFollowTheFirst) {
+  const std::vector<int64_t> prompt = Prompt(2, 16 * 32);
+  std::set<std::string> chosen;
+  v1::RouteResponse first;
+  ASSERT_TRUE(Route(TokensRequest(prompt), &first).ok());
+  EXPECT_EQ(first.reason(), v1::ROUTE_REASON_NO_PREFIX);
+  chosen.insert(first.replica());
+  for (int i = 0; i < 7; ++i) {
+    v1::RouteResponse r;
+    ASSERT_TRUE(Route(TokensRequest(prompt), &r).ok());
+    chosen.insert(r.replica());
+    EXPECT_EQ(r.reason(), v1::ROUTE_REASON_AFFINITY);
+    EXPECT_EQ(r.candidates(0).predicted_blocks(), 32u);
+    EXPECT_EQ(r.candidates(0).cached_tokens(), 16.0 * 31);  // the last block is always computed
+    EXPECT_EQ(r.candidates(0).gpu_blocks(), 0u);          // predictions are not cached blocks
+  }
+  EXPECT_EQ(chosen.size(), 1u) << "the burst's prefix would be computed on more than one replica";
+  // FindPrefix never reports predictions.
+  EXPECT_EQ(MatchedBlocks(rs_.stubs.index.get(), prompt, first.replica()), 0u);
+}
+
+TEST_F(RouteTest, TheCandidateSetLimitsTheChoice) {
+  const std::vector<int64_t> prompt = Prompt(3, 16 * 4);
+  Serve(*a_, prompt);
+  v1::RouteRequest req = TokensRequest(prompt);
+  req.add_replicas("b");
+  v1::RouteResponse resp;
+  ASSERT_TRUE(Route(req, &resp).ok());
+  EXPECT_EQ(resp.replica(), "b");
+  EXPECT_EQ(resp.candidates_size(), 1);
+}
+
+TEST_F(RouteTest, HashPromptsTakeTheirLengthFromTheHashesOrTheCaller) {
+  const std::vector<int64_t> prompt = Prompt(4, 16 * 4);
+  Serve(*a_, prompt);
+  v1::RouteRequest req;
+  req.set_model(kModel);
+  for (uint64_t h : U64Of(KeysOf(prompt))) req.mutable_hashes()->add_u64(h);
+  v1::RouteResponse resp;
+  ASSERT_TRUE(Route(req, &resp).ok());
+  EXPECT_EQ(resp.replica(), "a");
+  EXPECT_EQ(resp.prompt_tokens(), 64u);
+  req.set_prompt_tokens(70);
+  ASSERT_TRUE(Route(req, &resp).ok());
+  EXPECT_EQ(resp.prompt_tokens(), 70u);
+  EXPECT_EQ(resp.candidates(0).cached_tokens(), 64.0);
+  req.set_prompt_tokens(10);
+  grpc::Status s = Route(req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("prompt_tokens: ", 0), 0u) << s.error_message();
+}
+
+TEST_F(RouteTest, BadRequestsAreRefusedNamingTheField) {
+  v1::RouteResponse resp;
+  v1::RouteRequest req = TokensRequest(Prompt(5, 40));
+  auto expect = [&](const v1::RouteRequest& r, grpc::StatusCode code, const std::string& prefix) {
+    grpc::Status s = Route(r, &resp);
+    EXPECT_EQ(s.error_code(), code) << prefix << ": " << s.error_message();
+    EXPECT_EQ(s.error_message().rfind(prefix, 0), 0u) << s.error_message();
+  };
+  v1::RouteRequest r = req;
+  r.set_model("nope");
+  expect(r, grpc::StatusCode::NOT_FOUND, "model: ");
+  r = req;
+  r.clear_model();
+  expect(r, grpc::StatusCode::INVALID_ARGUMENT, "model: required");
+  r = req;
+  r.clear_tokens();
+  expect(r, grpc::StatusCode::INVALID_ARGUMENT, "query: ");
+  r = req;
+  r.add_replicas("a");
+  r.add_replicas("ghost");
+  expect(r, grpc::StatusCode::NOT_FOUND, "replicas[1]: ");
+  r = req;
+  r.set_n(1000000);
+  expect(r, grpc::StatusCode::INVALID_ARGUMENT, "n: ");
+  r = req;
+  r.set_expected_output_tokens(0xFFFFFFFF);
+  expect(r, grpc::StatusCode::INVALID_ARGUMENT, "expected_output_tokens: ");
+  // A flood of routes nobody reports stays bounded (RouteTracker caps it).
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(Route(TokensRequest(Prompt(100 + i, 64)), &resp).ok());
+}
+
+}  // namespace
+}  // namespace kvidx::server::testing
