@@ -143,6 +143,18 @@ grpc::Status Client::FindPrefixHashes(const std::string& model, std::span<const 
   return FindPrefix(request, response);
 }
 
+grpc::Status Client::Route(const v1::RouteRequest& request, v1::RouteResponse* response) const {
+  grpc::ClientContext context;
+  Prepare(&context, false);
+  return index_->Route(&context, request, response);
+}
+
+grpc::Status Client::RouteDone(const v1::RouteDoneRequest& request, v1::RouteDoneResponse* response) const {
+  grpc::ClientContext context;
+  Prepare(&context, false);
+  return index_->RouteDone(&context, request, response);
+}
+
 grpc::Status Client::FindPrefixBatch(const v1::FindPrefixBatchRequest& request,
                                      v1::FindPrefixBatchResponse* response) const {
   grpc::ClientContext context;

@@ -105,6 +105,9 @@ class Client {
   grpc::Status ListReplicas(const v1::ListReplicasRequest& request, v1::ListReplicasResponse* response) const;
   grpc::Status GetStats(v1::GetStatsResponse* response) const;
   grpc::Status GetBlock(const v1::GetBlockRequest& request, v1::GetBlockResponse* response) const;
+  // Where to send a request (docs/ROUTING.md); report its end with RouteDone.
+  grpc::Status Route(const v1::RouteRequest& request, v1::RouteResponse* response) const;
+  grpc::Status RouteDone(const v1::RouteDoneRequest& request, v1::RouteDoneResponse* response) const;
 
   // --- KvIndexAdmin (credentials required: token or mTLS) ---
   grpc::Status AddEngine(const v1::AddEngineRequest& request, v1::AddEngineResponse* response) const;

@@ -59,6 +59,23 @@ TEST_F(ClientTest, FindPrefixByHashes) {
   EXPECT_EQ(r.request_id(), 77u);
 }
 
+TEST_F(ClientTest, RouteAndRouteDone) {
+  StartServer(true, {StorePayload(1000, 4)});
+  ASSERT_TRUE(WaitMatched({1000, 1001, 1002, 1003}, "r1", 4));
+  v1::RouteRequest req;
+  req.set_model(kModel);
+  for (uint64_t h : {1000, 1001, 1002, 1003}) req.mutable_hashes()->add_u64(h);
+  v1::RouteResponse r;
+  ASSERT_TRUE(client_->Route(req, &r).ok());
+  EXPECT_EQ(r.source(), "r1/dp0");
+  EXPECT_EQ(r.reason(), v1::ROUTE_REASON_AFFINITY);
+  v1::RouteDoneRequest done;
+  done.set_route_id(r.route_id());
+  v1::RouteDoneResponse dr;
+  EXPECT_TRUE(client_->RouteDone(done, &dr).ok());
+  EXPECT_EQ(client_->RouteDone(done, &dr).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(ClientTest, FindPrefixByTokens) {
   const std::vector<int64_t> prompt = Iota(100, 48);  // 3 full blocks of 16
   StartServer(true, {TokenStorePayload(prompt)});
