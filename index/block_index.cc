@@ -226,7 +226,7 @@ std::optional<ModelId> BlockIndex::FindModel(std::string_view name) const {
 bool BlockIndex::Impl::Holds(Model& model, const BlockKey& key, uint32_t okey) {
   ProbeKey pk(key);
   Shard& sh = model.shards[pk.shard()];
-  std::lock_guard<std::mutex> lock(sh.mu);
+  Shard::WriteLock lock(sh);
   uint32_t id = sh.Find(pk);
   return id != kNoId && sh.FindOwner(id, okey) != nullptr;
 }
@@ -240,7 +240,7 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
   const bool gpu = tier == static_cast<uint32_t>(Tier::kGpu);
   internal::SourceCounters& c = src.counters;
 
-  std::unique_lock<std::mutex> lock(sh.mu);
+  Shard::WriteLock lock(sh);
   uint32_t id = sh.Find(pk);
   AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
   if (o != nullptr) {
@@ -254,7 +254,7 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
     sh.BeginWrite();
     sh.SetOwner(id, o, stamp, counts);
     sh.EndWrite();
-    lock.unlock();
+    lock.Unlock();
     if (hit_candidate) {
       c.hits.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -277,7 +277,7 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
     sh.AddOwner(id, okey, stamp, counts);
     sh.EndWrite();
   }
-  lock.unlock();
+  lock.Unlock();
   src.Members(m, shard_idx).Insert(id);   // no-op if the source owns the block in another tier
   AdjustTierCount(src, tier, 1);
   if (reused) {
@@ -301,7 +301,7 @@ void BlockIndex::Impl::ForEachSourceRecord(SourceData& src, ModelId m, Model& mo
     set.AppendTo(&ids);   // a copy: fn may shrink the set
     Shard& sh = model.shards[s];
     for (size_t i = 0; i < ids.size(); i += kClearBatch) {
-      std::lock_guard<std::mutex> lock(sh.mu);
+      Shard::WriteLock lock(sh);
       size_t end = std::min(ids.size(), i + kClearBatch);
       for (size_t j = i; j < end; ++j) {
         if (fn(sh, ids[j])) set.Erase(ids[j]);
@@ -415,11 +415,11 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
     ProbeKey pk(key);
     uint32_t shard_idx = pk.shard();
     Shard& sh = model->shards[shard_idx];
-    std::unique_lock<std::mutex> slock(sh.mu);
+    Shard::WriteLock slock(sh);
     uint32_t id = sh.Find(pk);
     AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
     if (o == nullptr) {
-      slock.unlock();
+      slock.Unlock();
       c.drift_remove_unknown.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -435,7 +435,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
       sh.SetOwner(id, o, stamp, counts);
     }
     sh.EndWrite();
-    slock.unlock();
+    slock.Unlock();
     if (left_block) src.Members(model_id, shard_idx).Erase(id);
     if (gpu) {
       impl_->eviction_rank.Add(src.gpu_hist.Rank(stamp));
@@ -651,9 +651,8 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
   advance(0);
   {
     const Shard& sh = model->shards[pk[0].shard()];
-    for (;;) {
+    sh.Read([&] {
       res.clear();
-      uint64_t s = sh.ReadBegin();
       const AWord* o = nullptr;
       uint32_t cnt = 0;
       bool ok = probe(sh, pk[0], peek[0], peek_id[0], &o, &cnt);
@@ -674,8 +673,8 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
           e.hit_blocks = (v >> 2) > 0;
         }
       }
-      if (sh.ReadValid(s) && ok) break;
-    }
+      return ok;
+    });
   }
   const uint32_t nres = static_cast<uint32_t>(res.size());
 
@@ -708,9 +707,8 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
       advance(i);
       const Shard& sh = model->shards[pk[i % kRing].shard()];
       uint64_t any_b, gpu_b, hit_b;
-      for (;;) {
+      sh.Read([&] {
         any_b = gpu_b = hit_b = 0;
-        uint64_t s = sh.ReadBegin();
         const AWord* o = nullptr;
         uint32_t cnt = 0;
         bool ok = probe(sh, pk[i % kRing], peek[i % kRing], peek_id[i % kRing], &o, &cnt);
@@ -758,8 +756,8 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
             if (srcs[q] == source) mark(q, v);
           }
         }
-        if (sh.ReadValid(s) && ok) break;
-      }
+        return ok;
+      });
       const uint32_t bi = static_cast<uint32_t>(i);
       const uint64_t any_next = any_alive & any_b;
       const uint64_t gpu_next = gpu_alive & gpu_b;
@@ -795,8 +793,7 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
       const Shard& sh = model->shards[pk[i % kRing].shard()];
       const uint32_t na = static_cast<uint32_t>(alive.size());
       step.resize(na);
-      for (;;) {
-        uint64_t s = sh.ReadBegin();
+      sh.Read([&] {
         const AWord* o = nullptr;
         uint32_t cnt = 0;
         bool ok = probe(sh, pk[i % kRing], peek[i % kRing], peek_id[i % kRing], &o, &cnt);
@@ -817,8 +814,8 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
           }
           step[a] = v;
         }
-        if (sh.ReadValid(s) && ok) break;
-      }
+        return ok;
+      });
       const uint32_t bi = static_cast<uint32_t>(i);
       uint32_t keep = 0;
       for (uint32_t a = 0; a < na; ++a) {
@@ -948,7 +945,7 @@ Status BlockIndex::LookupBlock(ModelId m, const BlockKey& key, std::vector<Owner
   if (model == nullptr) return Status::NotFound("model id " + std::to_string(m));
   ProbeKey pk(key);
   Shard& sh = model->shards[pk.shard()];
-  std::lock_guard<std::mutex> lock(sh.mu);
+  Shard::WriteLock lock(sh);
   uint32_t id = sh.Find(pk);
   if (id == kNoId) return Status::Ok();
   uint32_t cnt = 0;
@@ -991,7 +988,7 @@ void BlockIndex::DumpUnsorted(IndexSnapshot* out) const {
     Model* model = impl_->GetModel(m);
     out->models.emplace_back(model->name, model->options);
     for (Shard& sh : model->shards) {
-      std::lock_guard<std::mutex> lock(sh.mu);
+      Shard::WriteLock lock(sh);
       uint32_t top = sh.records_allocated();
       for (uint32_t id = 0; id < top; ++id) {
         if (!sh.IsLive(id)) continue;
@@ -1088,7 +1085,7 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
       Shard& sh = model->shards[pk.shard()];
       uint32_t id;
       {
-        std::lock_guard<std::mutex> slock(sh.mu);
+        Shard::WriteLock slock(sh);
         if (same_block) {
           id = prev_id;            // strictly greater owner of the same block: not a duplicate
         } else if (sorted_so_far) {

@@ -201,12 +201,20 @@ class Shard {
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
-  // --- Reader side (no lock; call between ReadBegin and ReadValid) ---
-  uint64_t ReadBegin() const {
-    uint64_t s = seq_.load(std::memory_order_acquire);
-    return (s & 1) == 0 ? s : ReadBeginSlow();
+  // --- Reader side (no lock; only inside Read) ---
+  // The read section: runs `fn` until it ran while no writer touched the
+  // shard. `fn` may see torn words, so it reads through the bounds-checked
+  // accessors below only, returns false when what it read was visibly stale
+  // (a handle out of bounds), and starts its output afresh on every run.
+  // Every lock-free reader of a shard goes through here.
+  template <typename Fn>
+  [[gnu::always_inline]] void Read(Fn&& fn) const {
+    for (;;) {
+      const uint64_t s = ReadBegin();
+      const bool ok = fn();
+      if (ReadValid(s) && ok) return;
+    }
   }
-  bool ReadValid(uint64_t s) const;
   // Record id of `k` or kNoId, using relaxed loads and bounds checks only.
   uint32_t Find(const ProbeKey& k) const;
   // Record words, or nullptr if `id` is out of bounds (stale read).
@@ -235,12 +243,19 @@ class Shard {
   const Table* table() const { return table_.load(std::memory_order_acquire); }
   uint32_t size() const { return size_.load(std::memory_order_relaxed); }
 
-  // --- Writer side (hold mu) ---
- private:
-  uint64_t ReadBeginSlow() const;   // a writer is inside its section: wait
+  // --- Writer side (hold a WriteLock) ---
+  // The shard's writer mutex, held for the scope (or until Unlock). It
+  // excludes other writers only: readers never wait on it.
+  class WriteLock {
+   public:
+    explicit WriteLock(Shard& shard) : lock_(shard.mu_) {}
+    void Unlock() { lock_.unlock(); }
 
- public:
-  std::mutex mu;
+   private:
+    std::unique_lock<std::mutex> lock_;
+  };
+  // A write section: one block's mutation between BeginWrite and EndWrite,
+  // which readers that overlap it retry.
   void BeginWrite();
   void EndWrite();
   // The owner (kOwnerWords words) with identity `okey` in record `id`, or
@@ -267,6 +282,12 @@ class Shard {
   uint32_t records_allocated() const { return rec_top_.load(std::memory_order_acquire); }
 
  private:
+  uint64_t ReadBegin() const {
+    uint64_t s = seq_.load(std::memory_order_acquire);
+    return (s & 1) == 0 ? s : ReadBeginSlow();
+  }
+  uint64_t ReadBeginSlow() const;   // a writer is inside its section: wait
+  bool ReadValid(uint64_t s) const;
   uint32_t AllocRec();
   void FreeRec(uint32_t id);
   // Owner words for `okey` with `stamp` and `counts`; spills the counts of
@@ -290,6 +311,7 @@ class Shard {
   void InsertId(Table* t, uint64_t hash, uint32_t id, bool* used_empty);
   void Resize(EpochDomain* epoch);
 
+  std::mutex mu_;
   alignas(64) std::atomic<uint64_t> seq_{0};
   std::atomic<Table*> table_{nullptr};
   std::atomic<uint32_t> rec_top_{0};
