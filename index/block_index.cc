@@ -6,8 +6,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "index/block_shard.h"
 #include "index/epoch.h"
+#include "index/internal/ptr_dir.h"
+#include "index/internal/shard.h"
 #include "index/record_set.h"
 #include "index/recency.h"
 
