@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <mutex>
 #include <unordered_map>
 
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "index/epoch.h"
 #include "index/internal/ptr_dir.h"
 #include "index/internal/shard.h"
@@ -123,28 +124,32 @@ class LazyRecencyHistogram {
 };
 
 struct SourceData {
-  std::mutex mu;                    // serialises this source's writers
-  uint64_t clock = 0;               // recency clock; stamps are clock values (< 2^32)
-  LazyRecencyHistogram gpu_hist;
+  Mutex mu;                                    // serialises this source's writers
+  uint64_t clock KVIDX_GUARDED_BY(mu) = 0;           // recency clock; stamps are clock values (< 2^32)
+  LazyRecencyHistogram gpu_hist KVIDX_GUARDED_BY(mu);
   // By ModelId, then shard: the records where this source owns something.
-  PerModelShard<internal::RecordSet> members;
-  internal::SourceCounters counters;
+  PerModelShard<internal::RecordSet> members KVIDX_GUARDED_BY(mu);
+  internal::SourceCounters counters;   // atomics: read by stats and queries without mu
 
-  std::array<internal::RecordSet, kShards>* MembersOf(ModelId m) {
+  std::array<internal::RecordSet, kShards>* MembersOf(ModelId m) KVIDX_REQUIRES(mu) {
     return m < members.size() ? members[m].get() : nullptr;
   }
-  internal::RecordSet& Members(ModelId m, uint32_t shard_idx) { return AtModelShard(members, m, shard_idx); }
+  internal::RecordSet& Members(ModelId m, uint32_t shard_idx) KVIDX_REQUIRES(mu) {
+    return AtModelShard(members, m, shard_idx);
+  }
   // Restore's bulk-load buffer (by ModelId, then shard): record ids
   // collected per owner and turned into `members` at the end. Empty
   // otherwise.
-  PerModelShard<std::vector<uint32_t>> restoring;
-  std::vector<uint32_t>& Restoring(ModelId m, uint32_t shard_idx) { return AtModelShard(restoring, m, shard_idx); }
+  PerModelShard<std::vector<uint32_t>> restoring KVIDX_GUARDED_BY(mu);
+  std::vector<uint32_t>& Restoring(ModelId m, uint32_t shard_idx) KVIDX_REQUIRES(mu) {
+    return AtModelShard(restoring, m, shard_idx);
+  }
 };
 
 struct BlockIndex::Impl {
   mutable internal::EpochDomain epoch;
-  std::mutex admin_mu;   // model and source creation
-  std::unordered_map<std::string, ModelId> model_ids;
+  Mutex admin_mu;   // model and source creation
+  std::unordered_map<std::string, ModelId> model_ids KVIDX_GUARDED_BY(admin_mu);
   std::atomic<uint32_t> model_count{0};
   std::unique_ptr<std::atomic<Model*>[]> models{new std::atomic<Model*>[kMaxModels]()};
   internal::PtrDir<SourceData> sources{kMaxSources};   // lazily committed: 512 KiB of mostly nulls
@@ -164,7 +169,7 @@ struct BlockIndex::Impl {
   SourceData* GetOrCreateSource(SourceId s) {
     SourceData* d = GetSource(s);
     if (d != nullptr) return d;
-    std::lock_guard<std::mutex> lock(admin_mu);
+    MutexLock lock(admin_mu);
     d = sources.Get(s);
     if (d == nullptr) {
       d = new SourceData();
@@ -174,9 +179,9 @@ struct BlockIndex::Impl {
   }
 
   // Writer-side helpers; the caller holds src.mu.
-  void MaybeRebase(SourceData& src, SourceId source, uint64_t needed);
+  void MaybeRebase(SourceData& src, SourceId source, uint64_t needed) KVIDX_REQUIRES(src.mu);
   void ApplyStore(Model& model, ModelId m, SourceData& src, uint32_t okey, const BlockKey& key,
-                  uint32_t stamp, bool hit_candidate, bool reused);
+                  uint32_t stamp, bool hit_candidate, bool reused) KVIDX_REQUIRES(src.mu);
   bool Holds(Model& model, const BlockKey& key, uint32_t okey);
   void AdjustTierCount(SourceData& src, uint32_t tier, int64_t d) {
     src.counters.blocks_per_tier[tier].fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
@@ -185,11 +190,13 @@ struct BlockIndex::Impl {
     src.counters.gpu_copies.fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
   }
   // Visits every record where `src` owns something in `model`, under the
-  // shard lock in batches. fn(shard, id) runs inside no write section and
-  // returns true when the source no longer owns anything in the record,
-  // which drops the record from the source's membership.
+  // shard lock in batches (fn says so with sh.AssertWriteLocked(): the
+  // analysis does not follow a lock into a lambda). fn(shard, id) runs
+  // inside no write section and returns true when the source no longer
+  // owns anything in the record, which drops the record from the source's
+  // membership.
   template <typename Fn>
-  void ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn);
+  void ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn) KVIDX_REQUIRES(src.mu);
   // Turns every source's Restore buffer into its membership sets.
   void BuildRestoredMembership();
   // Sets each match's source state (FindPrefix's last stage).
@@ -202,7 +209,7 @@ BlockIndex::~BlockIndex() = default;
 // ------------------------------------------------------------------ models
 
 Result<ModelId> BlockIndex::AddModel(std::string_view name, const ModelOptions& options) {
-  std::lock_guard<std::mutex> lock(impl_->admin_mu);
+  MutexLock lock(impl_->admin_mu);
   auto it = impl_->model_ids.find(std::string(name));
   if (it != impl_->model_ids.end()) return it->second;
   uint32_t n = impl_->model_count.load(std::memory_order_relaxed);
@@ -218,7 +225,7 @@ Result<ModelId> BlockIndex::AddModel(std::string_view name, const ModelOptions& 
 }
 
 std::optional<ModelId> BlockIndex::FindModel(std::string_view name) const {
-  std::lock_guard<std::mutex> lock(impl_->admin_mu);
+  MutexLock lock(impl_->admin_mu);
   auto it = impl_->model_ids.find(std::string(name));
   if (it == impl_->model_ids.end()) return std::nullopt;
   return it->second;
@@ -294,7 +301,7 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
 }
 
 template <typename Fn>
-void BlockIndex::Impl::ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn) {
+void BlockIndex::Impl::ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn) KVIDX_REQUIRES(src.mu) {
   auto* members = src.MembersOf(m);
   if (members == nullptr) return;
   std::vector<uint32_t> ids;
@@ -323,6 +330,8 @@ void BlockIndex::Impl::MaybeRebase(SourceData& src, SourceId source, uint64_t ne
     Model* model = GetModel(m);
     if (model == nullptr) continue;
     ForEachSourceRecord(src, m, *model, [&](Shard& sh, uint32_t id) {
+      sh.AssertWriteLocked();
+      src.mu.AssertHeld();
       uint32_t n = 0;
       AWord* o = sh.Owners(sh.RecAt(id), &n);
       sh.BeginWrite();
@@ -355,7 +364,7 @@ Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup g
   Model* model = impl_->GetModel(model_id);
   if (Status st = CheckWriteIds(model, model_id, source, tier); !st.ok()) return st;
   SourceData& src = *impl_->GetOrCreateSource(source);
-  std::lock_guard<std::mutex> lock(src.mu);
+  MutexLock lock(src.mu);
   internal::SourceCounters& c = src.counters;
 
   bool indexed = group.idx < kUnindexedGroup &&
@@ -401,7 +410,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
   Model* model = impl_->GetModel(model_id);
   if (Status st = CheckWriteIds(model, model_id, source, tier); !st.ok()) return st;
   SourceData& src = *impl_->GetOrCreateSource(source);
-  std::lock_guard<std::mutex> lock(src.mu);
+  MutexLock lock(src.mu);
   internal::SourceCounters& c = src.counters;
   // BlockRemoved carries a group but no kind: it is indexed iff stores of
   // that group were (a removal in a group never stored is not drift).
@@ -456,7 +465,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
 Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
   if (source >= kMaxSources) return Status::OutOfRange("source id out of range");
   SourceData& src = *impl_->GetOrCreateSource(source);
-  std::lock_guard<std::mutex> lock(src.mu);
+  MutexLock lock(src.mu);
   const bool all = !tier.has_value();
   const uint32_t want_tier = all ? 0 : static_cast<uint32_t>(*tier);
   uint32_t n_models = impl_->model_count.load(std::memory_order_acquire);
@@ -464,6 +473,7 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
     Model* model = impl_->GetModel(m);
     if (model == nullptr) continue;
     impl_->ForEachSourceRecord(src, m, *model, [&](Shard& sh, uint32_t id) {
+      sh.AssertWriteLocked();
       // Collect first: removing reshapes the owner array.
       uint32_t victims[8];
       uint32_t nv = 0;
@@ -505,7 +515,7 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
 Status BlockIndex::ReleaseSource(SourceId source) {
   if (Status s = ClearSource(source, std::nullopt); !s.ok()) return s;
   SourceData& src = *impl_->GetOrCreateSource(source);
-  std::lock_guard<std::mutex> lock(src.mu);
+  MutexLock lock(src.mu);
   src.gpu_hist.Release();
   src.members.clear();
   src.members.shrink_to_fit();
@@ -518,7 +528,7 @@ Status BlockIndex::ReleaseSource(SourceId source) {
 size_t BlockIndex::SourceMemoryBytes(SourceId source) const {
   SourceData* src = impl_->GetSource(source);
   if (src == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(src->mu);
+  MutexLock lock(src->mu);
   size_t bytes = sizeof(SourceData) + src->gpu_hist.MemoryBytes();
   bytes += (src->members.capacity() + src->restoring.capacity()) * sizeof(void*);
   for (const auto& per_shard : src->members) {
@@ -973,7 +983,7 @@ Status BlockIndex::PeekEvictionOrder(ModelId model_id, SourceId source, size_t n
   if (model == nullptr) return Status::NotFound("unknown model id " + std::to_string(model_id));
   SourceData* src = impl_->GetSource(source);
   if (src == nullptr) return Status::Ok();
-  std::lock_guard<std::mutex> lock(src->mu);
+  MutexLock lock(src->mu);
   std::vector<std::pair<uint32_t, BlockKey>> all;
   impl_->ForEachSourceRecord(*src, model_id, *model, [&](Shard& sh, uint32_t id) {
     uint32_t cnt = 0;
@@ -1131,7 +1141,7 @@ void BlockIndex::DumpUnsorted(IndexSnapshot* out) const {
   for (SourceId s = 0; s < kMaxSources; ++s) {
     SourceData* d = impl_->GetSource(s);
     if (d == nullptr) continue;
-    std::lock_guard<std::mutex> lock(d->mu);
+    MutexLock lock(d->mu);
     if (d->clock != 0) out->source_clocks.emplace_back(s, d->clock);
   }
 }
@@ -1139,8 +1149,9 @@ void BlockIndex::DumpUnsorted(IndexSnapshot* out) const {
 void BlockIndex::Impl::BuildRestoredMembership() {
   for (SourceId s = 0; s < kMaxSources; ++s) {
     SourceData* src = GetSource(s);
-    if (src == nullptr || src->restoring.empty()) continue;
-    std::lock_guard<std::mutex> lock(src->mu);
+    if (src == nullptr) continue;
+    MutexLock lock(src->mu);
+    if (src->restoring.empty()) continue;
     for (ModelId m = 0; m < src->restoring.size(); ++m) {
       if (!src->restoring[m]) continue;
       for (uint32_t shard = 0; shard < kShards; ++shard) {
@@ -1202,7 +1213,7 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
       }
       const uint32_t stamp = restored_stamp(o.source, o.stamp);
       SourceData& src = *impl_->GetOrCreateSource(o.source);
-      std::lock_guard<std::mutex> lock(src.mu);
+      MutexLock lock(src.mu);
       uint32_t okey = OwnerKey(o.source, static_cast<uint32_t>(o.tier), o.group);
       ProbeKey pk(o.key);
       Shard& sh = model->shards[pk.shard()];
@@ -1250,7 +1261,7 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
   for (ModelId m = 0; m < snap.models.size(); ++m) impl_->GetModel(m)->InferPrimaryGroup();
   for (const auto& [s, clock] : snap.source_clocks) {
     SourceData& src = *impl_->GetOrCreateSource(s);
-    std::lock_guard<std::mutex> lock(src.mu);
+    MutexLock lock(src.mu);
     auto it = stamp_base.find(s);
     src.clock = it == stamp_base.end() ? clock : clock - it->second;
   }
@@ -1273,7 +1284,7 @@ bool SameContents(const IndexSnapshot& a, const IndexSnapshot& b) {
 void BlockIndex::TestOnlySetClock(SourceId source, uint64_t clock) {
   if (source >= kMaxSources) return;
   SourceData& src = *impl_->GetOrCreateSource(source);
-  std::lock_guard<std::mutex> lock(src.mu);
+  MutexLock lock(src.mu);
   src.clock = clock;
 }
 

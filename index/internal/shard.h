@@ -13,8 +13,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "index/block_key.h"
 #include "index/epoch.h"
 #include "index/internal/owner_pool.h"
@@ -84,40 +85,44 @@ class Shard {
   // --- Writer side (hold a WriteLock) ---
   // The shard's writer mutex, held for the scope (or until Unlock). It
   // excludes other writers only: readers never wait on it.
-  class WriteLock {
+  class KVIDX_SCOPED_CAPABILITY WriteLock {
    public:
-    explicit WriteLock(Shard& shard) : lock_(shard.mu_) {}
-    void Unlock() { lock_.unlock(); }
+    explicit WriteLock(Shard& shard) KVIDX_ACQUIRE(shard.mu_) : lock_(shard.mu_) {}
+    ~WriteLock() KVIDX_RELEASE() {}
+    void Unlock() KVIDX_RELEASE() { lock_.Unlock(); }
 
    private:
-    std::unique_lock<std::mutex> lock_;
+    MutexLock lock_;
   };
+  // For a callback run under a WriteLock (the analysis does not follow a
+  // lock into a lambda): declares the lock held.
+  void AssertWriteLocked() const KVIDX_ASSERT_CAPABILITY(mu_) {}
   // A write section: one block's mutation between BeginWrite and EndWrite,
   // which readers that overlap it retry.
-  void BeginWrite();
-  void EndWrite();
+  void BeginWrite() KVIDX_REQUIRES(mu_);
+  void EndWrite() KVIDX_REQUIRES(mu_);
   // The owner (kOwnerWords words) with identity `okey` in record `id`, or
   // nullptr.
-  AWord* FindOwner(uint32_t id, uint32_t okey) const;
+  AWord* FindOwner(uint32_t id, uint32_t okey) const KVIDX_REQUIRES(mu_);
   // Exact counts of owner `o` of record `id` (reads the spill map when the
   // inline fields overflowed).
-  OwnerCounts CountsOf(uint32_t id, const AWord* o) const;
+  OwnerCounts CountsOf(uint32_t id, const AWord* o) const KVIDX_REQUIRES(mu_);
   // Creates a record for `k` with one owner; returns its id. Grows the table
   // first if needed (publishing it with its own short write section) -- so
   // call it *outside* a BeginWrite/EndWrite pair.
   uint32_t InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, OwnerCounts counts,
-                        EpochDomain* epoch);
+                        EpochDomain* epoch) KVIDX_REQUIRES(mu_);
   // The following must run inside BeginWrite/EndWrite.
-  void AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts);
+  void AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts) KVIDX_REQUIRES(mu_);
   // Rewrites owner `o` of record `id` (stamp and counts; identity kept).
-  void SetOwner(uint32_t id, AWord* o, uint32_t stamp, OwnerCounts counts);
+  void SetOwner(uint32_t id, AWord* o, uint32_t stamp, OwnerCounts counts) KVIDX_REQUIRES(mu_);
   // Removes owner `okey`; frees the record (and its table slot) when it was
   // the last. Returns true if the record is gone.
-  bool RemoveOwner(uint32_t id, uint32_t okey);
-  bool IsLive(uint32_t id) const;
+  bool RemoveOwner(uint32_t id, uint32_t okey) KVIDX_REQUIRES(mu_);
+  bool IsLive(uint32_t id) const KVIDX_REQUIRES(mu_);
   // Whether live record `id` has an owner of `source` (any tier or group).
-  bool HasSource(uint32_t id, uint32_t source) const;
-  uint32_t records_allocated() const { return records_.top(); }
+  bool HasSource(uint32_t id, uint32_t source) const KVIDX_REQUIRES(mu_);
+  uint32_t records_allocated() const KVIDX_REQUIRES(mu_) { return records_.top(); }
 
  private:
   uint64_t ReadBegin() const {
@@ -130,23 +135,28 @@ class Shard {
   // record `id` when they do not fit inline (and drops a spill entry that
   // is no longer needed when `was_spilled`).
   void EncodeOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts, bool was_spilled,
-                   uint32_t out[2]);
+                   uint32_t out[2]) KVIDX_REQUIRES(mu_);
   // Moves record `id`'s owner array (count `n`, at `off`) to a new block of
   // class `cls`, inserting `add` at position `pos` (when add != nullptr) or
   // dropping position `pos` (add == nullptr).
-  void MoveOwners(uint32_t id, uint32_t off, uint32_t n, uint32_t cls, uint32_t pos, const uint32_t* add);
-  void EraseSlotOf(uint32_t id);
-  void Resize(EpochDomain* epoch);
+  void MoveOwners(uint32_t id, uint32_t off, uint32_t n, uint32_t cls, uint32_t pos, const uint32_t* add)
+      KVIDX_REQUIRES(mu_);
+  void EraseSlotOf(uint32_t id) KVIDX_REQUIRES(mu_);
+  void Resize(EpochDomain* epoch) KVIDX_REQUIRES(mu_);
 
-  std::mutex mu_;
+  Mutex mu_;
+  // Read lock-free by Read sections; written only under mu_ (seq_ and
+  // table_ inside write sections).
   alignas(64) std::atomic<uint64_t> seq_{0};
   std::atomic<Table*> table_{nullptr};
   std::atomic<uint32_t> size_{0};
+  // Read lock-free too; their writer-side state (free lists) is reached
+  // only through the KVIDX_REQUIRES(mu_) methods above, which the analysis checks.
   RecordArena records_;
   OwnerPool pool_;
   // Writer-only state.
-  uint32_t growth_left_ = 0;   // inserts into empty slots before the table must be rebuilt
-  SpillMap spill_;
+  uint32_t growth_left_ KVIDX_GUARDED_BY(mu_) = 0;   // inserts into empty slots before the table must be rebuilt
+  SpillMap spill_ KVIDX_GUARDED_BY(mu_);
 };
 
 // ---- Reader fast path, inline (FindPrefix runs it once per query block).
