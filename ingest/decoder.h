@@ -73,6 +73,9 @@ struct DecodeLimits {
   uint32_t max_depth = 32;         // nesting bound when skipping unknown values (capped at 256)
 };
 
+// The replay stream's end-of-reply sequence number: 8 bytes of 0xff.
+inline constexpr uint64_t kReplayEndSeq = ~uint64_t{0};
+
 // One ZMQ message as received: [topic, seq(8 bytes BE), payload].
 struct RawMessage {
   std::string_view topic;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "ingest/decoder.h"
-#include "ingest/encoder.h"
+#include "ingest/testing/encoder.h"
 
 namespace kvidx::ingest::testing {
 
