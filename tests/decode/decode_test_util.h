@@ -18,6 +18,7 @@
 
 #include "ingest/decoder.h"
 #include "ingest/testing/encoder.h"
+#include "ingest/testing/extra_keys.h"
 
 namespace kvidx::ingest::testing {
 

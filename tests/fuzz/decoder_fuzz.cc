@@ -16,6 +16,7 @@
 
 #include "ingest/decoder.h"
 #include "ingest/testing/encoder.h"
+#include "ingest/testing/extra_keys.h"
 
 namespace {
 
