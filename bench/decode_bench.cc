@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ingest/decoder.h"
-#include "ingest/encoder.h"
+#include "ingest/testing/encoder.h"
 
 namespace kvidx::ingest {
 namespace {

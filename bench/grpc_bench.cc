@@ -19,8 +19,8 @@
 
 #include "base/clock.h"
 #include "index/block_hasher.h"
-#include "ingest/encoder.h"
-#include "ingest/fake_engine.h"
+#include "ingest/testing/encoder.h"
+#include "ingest/testing/fake_engine.h"
 #include "kvidx/v1/kvidx.grpc.pb.h"
 #include "server/node.h"
 #include "server/server.h"

@@ -18,9 +18,9 @@
 #include "index/source_registry.h"
 #include "index/tier.h"
 #include "ingest/batch_sink.h"
-#include "ingest/encoder.h"
 #include "ingest/index_sink.h"
 #include "ingest/ingester.h"
+#include "ingest/testing/encoder.h"
 
 // GCC 12 at -O3 reports a bogus -Wrestrict inside std::string assignment of
 // short literals (GCC PR 105329); nothing here overlaps.

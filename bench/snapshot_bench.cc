@@ -1,24 +1,13 @@
 // See snapshot_bench.h.
 #include "bench/snapshot_bench.h"
 
-#include <cstdio>
-
-#ifndef KVIDX_BENCH_SNAPSHOT
-
-int RunSnapshotBench(int, char**) {
-  std::fprintf(stderr,
-               "kvidx-bench snapshot: built without kvidx_snapshot (link it and define KVIDX_BENCH_SNAPSHOT=1)\n");
-  return 2;
-}
-
-#else
-
 #include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -338,5 +327,3 @@ int RunSnapshotBench(int argc, char** argv) {
               med(&Run::apply_s), med(&Run::restore_peak_mib));
   return rc;
 }
-
-#endif  // KVIDX_BENCH_SNAPSHOT

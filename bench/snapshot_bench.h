@@ -12,8 +12,6 @@
 //
 // Flags: --n=N (10000000) --sources=S (64) --runs=R (3) --dir=PATH (a new
 // directory under $TMPDIR or /tmp, removed afterwards).
-// Needs kvidx-bench linked with kvidx_snapshot and compiled with
-// KVIDX_BENCH_SNAPSHOT=1; otherwise RunSnapshotBench says so and returns 2.
 #pragma once
 
 // Global namespace: bench/main.cc dispatches `kvidx-bench snapshot ...` to it.

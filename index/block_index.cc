@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <mutex>
 #include <unordered_map>
 
-#include "index/block_shard.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "index/epoch.h"
+#include "index/internal/ptr_dir.h"
+#include "index/internal/shard.h"
 #include "index/record_set.h"
 #include "index/recency.h"
 
@@ -122,28 +124,32 @@ class LazyRecencyHistogram {
 };
 
 struct SourceData {
-  std::mutex mu;                    // serialises this source's writers
-  uint64_t clock = 0;               // recency clock; stamps are clock values (< 2^32)
-  LazyRecencyHistogram gpu_hist;
+  Mutex mu;                                    // serialises this source's writers
+  uint64_t clock KVIDX_GUARDED_BY(mu) = 0;           // recency clock; stamps are clock values (< 2^32)
+  LazyRecencyHistogram gpu_hist KVIDX_GUARDED_BY(mu);
   // By ModelId, then shard: the records where this source owns something.
-  PerModelShard<internal::RecordSet> members;
-  internal::SourceCounters counters;
+  PerModelShard<internal::RecordSet> members KVIDX_GUARDED_BY(mu);
+  internal::SourceCounters counters;   // atomics: read by stats and queries without mu
 
-  std::array<internal::RecordSet, kShards>* MembersOf(ModelId m) {
+  std::array<internal::RecordSet, kShards>* MembersOf(ModelId m) KVIDX_REQUIRES(mu) {
     return m < members.size() ? members[m].get() : nullptr;
   }
-  internal::RecordSet& Members(ModelId m, uint32_t shard_idx) { return AtModelShard(members, m, shard_idx); }
+  internal::RecordSet& Members(ModelId m, uint32_t shard_idx) KVIDX_REQUIRES(mu) {
+    return AtModelShard(members, m, shard_idx);
+  }
   // Restore's bulk-load buffer (by ModelId, then shard): record ids
   // collected per owner and turned into `members` at the end. Empty
   // otherwise.
-  PerModelShard<std::vector<uint32_t>> restoring;
-  std::vector<uint32_t>& Restoring(ModelId m, uint32_t shard_idx) { return AtModelShard(restoring, m, shard_idx); }
+  PerModelShard<std::vector<uint32_t>> restoring KVIDX_GUARDED_BY(mu);
+  std::vector<uint32_t>& Restoring(ModelId m, uint32_t shard_idx) KVIDX_REQUIRES(mu) {
+    return AtModelShard(restoring, m, shard_idx);
+  }
 };
 
 struct BlockIndex::Impl {
   mutable internal::EpochDomain epoch;
-  std::mutex admin_mu;   // model and source creation
-  std::unordered_map<std::string, ModelId> model_ids;
+  Mutex admin_mu;   // model and source creation
+  std::unordered_map<std::string, ModelId> model_ids KVIDX_GUARDED_BY(admin_mu);
   std::atomic<uint32_t> model_count{0};
   std::unique_ptr<std::atomic<Model*>[]> models{new std::atomic<Model*>[kMaxModels]()};
   internal::PtrDir<SourceData> sources{kMaxSources};   // lazily committed: 512 KiB of mostly nulls
@@ -163,7 +169,7 @@ struct BlockIndex::Impl {
   SourceData* GetOrCreateSource(SourceId s) {
     SourceData* d = GetSource(s);
     if (d != nullptr) return d;
-    std::lock_guard<std::mutex> lock(admin_mu);
+    MutexLock lock(admin_mu);
     d = sources.Get(s);
     if (d == nullptr) {
       d = new SourceData();
@@ -173,9 +179,9 @@ struct BlockIndex::Impl {
   }
 
   // Writer-side helpers; the caller holds src.mu.
-  void MaybeRebase(SourceData& src, SourceId source, uint64_t needed);
+  void MaybeRebase(SourceData& src, SourceId source, uint64_t needed) KVIDX_REQUIRES(src.mu);
   void ApplyStore(Model& model, ModelId m, SourceData& src, uint32_t okey, const BlockKey& key,
-                  uint32_t stamp, bool hit_candidate, bool reused);
+                  uint32_t stamp, bool hit_candidate, bool reused) KVIDX_REQUIRES(src.mu);
   bool Holds(Model& model, const BlockKey& key, uint32_t okey);
   void AdjustTierCount(SourceData& src, uint32_t tier, int64_t d) {
     src.counters.blocks_per_tier[tier].fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
@@ -184,13 +190,17 @@ struct BlockIndex::Impl {
     src.counters.gpu_copies.fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
   }
   // Visits every record where `src` owns something in `model`, under the
-  // shard lock in batches. fn(shard, id) runs inside no write section and
-  // returns true when the source no longer owns anything in the record,
-  // which drops the record from the source's membership.
+  // shard lock in batches (fn says so with sh.AssertWriteLocked(): the
+  // analysis does not follow a lock into a lambda). fn(shard, id) runs
+  // inside no write section and returns true when the source no longer
+  // owns anything in the record, which drops the record from the source's
+  // membership.
   template <typename Fn>
-  void ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn);
+  void ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn) KVIDX_REQUIRES(src.mu);
   // Turns every source's Restore buffer into its membership sets.
   void BuildRestoredMembership();
+  // Sets each match's source state (FindPrefix's last stage).
+  void StampStates(std::vector<SourceMatch>* res) const;
 };
 
 BlockIndex::BlockIndex() : impl_(std::make_unique<Impl>()) {}
@@ -199,7 +209,7 @@ BlockIndex::~BlockIndex() = default;
 // ------------------------------------------------------------------ models
 
 Result<ModelId> BlockIndex::AddModel(std::string_view name, const ModelOptions& options) {
-  std::lock_guard<std::mutex> lock(impl_->admin_mu);
+  MutexLock lock(impl_->admin_mu);
   auto it = impl_->model_ids.find(std::string(name));
   if (it != impl_->model_ids.end()) return it->second;
   uint32_t n = impl_->model_count.load(std::memory_order_relaxed);
@@ -215,7 +225,7 @@ Result<ModelId> BlockIndex::AddModel(std::string_view name, const ModelOptions& 
 }
 
 std::optional<ModelId> BlockIndex::FindModel(std::string_view name) const {
-  std::lock_guard<std::mutex> lock(impl_->admin_mu);
+  MutexLock lock(impl_->admin_mu);
   auto it = impl_->model_ids.find(std::string(name));
   if (it == impl_->model_ids.end()) return std::nullopt;
   return it->second;
@@ -226,7 +236,7 @@ std::optional<ModelId> BlockIndex::FindModel(std::string_view name) const {
 bool BlockIndex::Impl::Holds(Model& model, const BlockKey& key, uint32_t okey) {
   ProbeKey pk(key);
   Shard& sh = model.shards[pk.shard()];
-  std::lock_guard<std::mutex> lock(sh.mu);
+  Shard::WriteLock lock(sh);
   uint32_t id = sh.Find(pk);
   return id != kNoId && sh.FindOwner(id, okey) != nullptr;
 }
@@ -240,7 +250,7 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
   const bool gpu = tier == static_cast<uint32_t>(Tier::kGpu);
   internal::SourceCounters& c = src.counters;
 
-  std::unique_lock<std::mutex> lock(sh.mu);
+  Shard::WriteLock lock(sh);
   uint32_t id = sh.Find(pk);
   AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
   if (o != nullptr) {
@@ -254,7 +264,7 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
     sh.BeginWrite();
     sh.SetOwner(id, o, stamp, counts);
     sh.EndWrite();
-    lock.unlock();
+    lock.Unlock();
     if (hit_candidate) {
       c.hits.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -277,7 +287,7 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
     sh.AddOwner(id, okey, stamp, counts);
     sh.EndWrite();
   }
-  lock.unlock();
+  lock.Unlock();
   src.Members(m, shard_idx).Insert(id);   // no-op if the source owns the block in another tier
   AdjustTierCount(src, tier, 1);
   if (reused) {
@@ -291,7 +301,7 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
 }
 
 template <typename Fn>
-void BlockIndex::Impl::ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn) {
+void BlockIndex::Impl::ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn) KVIDX_REQUIRES(src.mu) {
   auto* members = src.MembersOf(m);
   if (members == nullptr) return;
   std::vector<uint32_t> ids;
@@ -301,7 +311,7 @@ void BlockIndex::Impl::ForEachSourceRecord(SourceData& src, ModelId m, Model& mo
     set.AppendTo(&ids);   // a copy: fn may shrink the set
     Shard& sh = model.shards[s];
     for (size_t i = 0; i < ids.size(); i += kClearBatch) {
-      std::lock_guard<std::mutex> lock(sh.mu);
+      Shard::WriteLock lock(sh);
       size_t end = std::min(ids.size(), i + kClearBatch);
       for (size_t j = i; j < end; ++j) {
         if (fn(sh, ids[j])) set.Erase(ids[j]);
@@ -320,6 +330,8 @@ void BlockIndex::Impl::MaybeRebase(SourceData& src, SourceId source, uint64_t ne
     Model* model = GetModel(m);
     if (model == nullptr) continue;
     ForEachSourceRecord(src, m, *model, [&](Shard& sh, uint32_t id) {
+      sh.AssertWriteLocked();
+      src.mu.AssertHeld();
       uint32_t n = 0;
       AWord* o = sh.Owners(sh.RecAt(id), &n);
       sh.BeginWrite();
@@ -352,7 +364,7 @@ Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup g
   Model* model = impl_->GetModel(model_id);
   if (Status st = CheckWriteIds(model, model_id, source, tier); !st.ok()) return st;
   SourceData& src = *impl_->GetOrCreateSource(source);
-  std::lock_guard<std::mutex> lock(src.mu);
+  MutexLock lock(src.mu);
   internal::SourceCounters& c = src.counters;
 
   bool indexed = group.idx < kUnindexedGroup &&
@@ -398,7 +410,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
   Model* model = impl_->GetModel(model_id);
   if (Status st = CheckWriteIds(model, model_id, source, tier); !st.ok()) return st;
   SourceData& src = *impl_->GetOrCreateSource(source);
-  std::lock_guard<std::mutex> lock(src.mu);
+  MutexLock lock(src.mu);
   internal::SourceCounters& c = src.counters;
   // BlockRemoved carries a group but no kind: it is indexed iff stores of
   // that group were (a removal in a group never stored is not drift).
@@ -415,11 +427,11 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
     ProbeKey pk(key);
     uint32_t shard_idx = pk.shard();
     Shard& sh = model->shards[shard_idx];
-    std::unique_lock<std::mutex> slock(sh.mu);
+    Shard::WriteLock slock(sh);
     uint32_t id = sh.Find(pk);
     AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
     if (o == nullptr) {
-      slock.unlock();
+      slock.Unlock();
       c.drift_remove_unknown.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -435,7 +447,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
       sh.SetOwner(id, o, stamp, counts);
     }
     sh.EndWrite();
-    slock.unlock();
+    slock.Unlock();
     if (left_block) src.Members(model_id, shard_idx).Erase(id);
     if (gpu) {
       impl_->eviction_rank.Add(src.gpu_hist.Rank(stamp));
@@ -453,7 +465,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
 Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
   if (source >= kMaxSources) return Status::OutOfRange("source id out of range");
   SourceData& src = *impl_->GetOrCreateSource(source);
-  std::lock_guard<std::mutex> lock(src.mu);
+  MutexLock lock(src.mu);
   const bool all = !tier.has_value();
   const uint32_t want_tier = all ? 0 : static_cast<uint32_t>(*tier);
   uint32_t n_models = impl_->model_count.load(std::memory_order_acquire);
@@ -461,6 +473,7 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
     Model* model = impl_->GetModel(m);
     if (model == nullptr) continue;
     impl_->ForEachSourceRecord(src, m, *model, [&](Shard& sh, uint32_t id) {
+      sh.AssertWriteLocked();
       // Collect first: removing reshapes the owner array.
       uint32_t victims[8];
       uint32_t nv = 0;
@@ -502,7 +515,7 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
 Status BlockIndex::ReleaseSource(SourceId source) {
   if (Status s = ClearSource(source, std::nullopt); !s.ok()) return s;
   SourceData& src = *impl_->GetOrCreateSource(source);
-  std::lock_guard<std::mutex> lock(src.mu);
+  MutexLock lock(src.mu);
   src.gpu_hist.Release();
   src.members.clear();
   src.members.shrink_to_fit();
@@ -515,7 +528,7 @@ Status BlockIndex::ReleaseSource(SourceId source) {
 size_t BlockIndex::SourceMemoryBytes(SourceId source) const {
   SourceData* src = impl_->GetSource(source);
   if (src == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(src->mu);
+  MutexLock lock(src->mu);
   size_t bytes = sizeof(SourceData) + src->gpu_hist.MemoryBytes();
   bytes += (src->members.capacity() + src->restoring.capacity()) * sizeof(void*);
   for (const auto& per_shard : src->members) {
@@ -550,299 +563,416 @@ void BlockIndex::SetSourceCapacity(SourceId source, uint64_t gpu_blocks) {
 }
 
 // ------------------------------------------------------------------ queries
+//
+// FindPrefix in stages: ClampQuery bounds the walk; a LookupPipeline
+// prefetches each block's lookup ahead of the walk; SeedCandidates turns
+// block 0's owners into the candidate sources; FewCandidates (up to 64,
+// as bits of a mask) or ManyCandidates (a list) follow them block by block
+// until none continues; StampStates adds each source's state.
+
+namespace {
+
+// Which owners of a block count for one query (group and admitted tiers).
+struct OwnerFilter {
+  uint32_t group;
+  uint64_t tier_mask;
+
+  // 0 = not admitted (other group or tier), else 1 | (GPU ? 2 | hits << 2 : 0).
+  uint32_t Verdict(uint32_t okey, const AWord* o) const {
+    if (OwnerGroup(okey) != group) return 0;
+    uint32_t tier = OwnerTier(okey);
+    if (tier >= 64 || ((tier_mask >> tier) & 1) == 0) return 0;   // >= 64 only in a torn read
+    return tier == static_cast<uint32_t>(Tier::kGpu) ? 3 | (OwnerHitsView(Ld(o[1])) << 2) : 1;
+  }
+  // The verdicts of the owners o[p..] of `source` (p ends past them).
+  uint32_t VerdictOfSource(const AWord* o, uint32_t& p, uint32_t cnt, uint32_t source) const {
+    uint32_t v = 0;
+    for (; p < cnt; ++p) {
+      uint32_t okey = Ld(o[kOwnerWords * p]);
+      if (OwnerSource(okey) != source) break;
+      v |= Verdict(okey, &o[kOwnerWords * p]);
+    }
+    return v;
+  }
+};
+
+// First owner index >= lo whose source is >= `source` (owners are sorted).
+inline uint32_t LowerBoundSource(const AWord* o, uint32_t lo, uint32_t hi, uint32_t source) {
+  const uint32_t want = source << 16;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (Ld(o[kOwnerWords * mid]) < want) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+// The owners of `k` (count 0 if absent); false on a stale read. Runs inside
+// a read section. `hint` is the record PeekRecord found for `k` (id
+// `hint_id`), or null.
+inline bool ProbeOwners(const Shard& sh, const ProbeKey& k, const Rec* hint, uint32_t hint_id, const AWord** o,
+                        uint32_t* cnt) {
+  *cnt = 0;
+  *o = nullptr;
+  const Rec* r = hint;
+  if (r == nullptr || !sh.RecHolds(r, hint_id, k)) {
+    uint32_t id = sh.Find(k);
+    if (id == kNoId) return true;
+    r = sh.RecAt(id);
+    if (r == nullptr) return false;
+  }
+  *o = sh.Owners(r, cnt);
+  return *o != nullptr;
+}
+
+// The keys are known upfront, so the lookup of block i (a chain of
+// dependent cache misses: table group -> record -> owner array) is started
+// ahead: block i+6's group is prefetched, block i+4's record and block
+// i+2's owner array, while block i is processed. An early exit wastes at
+// most six blocks' prefetches. (Measured on W1, same-session A/B: 6/4/2
+// beat 4/2/1 by ~6% (and 3% at 100k prompts) once records were 16 bytes;
+// 7/5/3, 6/4/3, 6/3/2 and 5/3/2 were no better; with the earlier 20-byte
+// records 8/4/2 and 12/6/3 had not helped.)
+class LookupPipeline {
+ public:
+  LookupPipeline(const Model& model, std::span<const BlockKey> keys) : model_(model), keys_(keys) {
+    const size_t n = keys_.size();
+    for (size_t j = 0; j < std::min(n, kGroupAhead); ++j) {
+      pk_[j].Set(keys_[j]);
+      ShardOf(j).PrefetchGroup(pk_[j]);
+    }
+    for (size_t j = 0; j < std::min(n, kRecAhead); ++j) peek_[j] = ShardOf(j).PeekRecord(pk_[j], &peek_id_[j]);
+    for (size_t j = 0; j < std::min(n, kOwnersAhead); ++j) {
+      if (peek_[j] != nullptr) ShardOf(j).PrefetchOwnersOf(peek_[j]);
+    }
+  }
+
+  // Starts the stages that run while block i is processed. (Inlined by
+  // force: as a call it cost ~5% of W1 query throughput.)
+  [[gnu::always_inline]] void Advance(size_t i) {
+    const size_t n = keys_.size();
+    if (i + kGroupAhead < n) {
+      ProbeKey& f = pk_[(i + kGroupAhead) % kRing];
+      f.Set(keys_[i + kGroupAhead]);
+      model_.shards[f.shard()].PrefetchGroup(f);
+    }
+    if (i + kRecAhead < n) {
+      const size_t r = (i + kRecAhead) % kRing;
+      peek_[r] = ShardOf(r).PeekRecord(pk_[r], &peek_id_[r]);
+    }
+    if (i + kOwnersAhead < n && peek_[(i + kOwnersAhead) % kRing] != nullptr) {
+      const size_t r = (i + kOwnersAhead) % kRing;
+      ShardOf(r).PrefetchOwnersOf(peek_[r]);
+    }
+  }
+
+  // Block i's shard (i within the ring's window).
+  const Shard& ShardOf(size_t i) const { return model_.shards[pk_[i % kRing].shard()]; }
+  // Block i's owners; see ProbeOwners.
+  [[gnu::always_inline]] bool Probe(size_t i, const AWord** o, uint32_t* cnt) const {
+    const size_t r = i % kRing;
+    return ProbeOwners(ShardOf(r), pk_[r], peek_[r], peek_id_[r], o, cnt);
+  }
+
+ private:
+  static constexpr size_t kGroupAhead = 6, kRecAhead = 4, kOwnersAhead = 2;
+  static constexpr size_t kRing = 8;   // > kGroupAhead
+  static_assert(kGroupAhead < kRing && kRecAhead < kGroupAhead && kOwnersAhead < kRecAhead && kOwnersAhead >= 1);
+
+  const Model& model_;
+  std::span<const BlockKey> keys_;
+  ProbeKey pk_[kRing];
+  const Rec* peek_[kRing] = {};
+  uint32_t peek_id_[kRing];
+};
+
+// Block 0 makes the candidates: every source with an admitted owner, in
+// ascending source order (owner arrays are sorted by source).
+void SeedCandidates(const LookupPipeline& pipe, const OwnerFilter& filter, std::vector<SourceMatch>* res) {
+  pipe.ShardOf(0).Read([&] {
+    res->clear();
+    const AWord* o = nullptr;
+    uint32_t cnt = 0;
+    bool ok = pipe.Probe(0, &o, &cnt);
+    for (uint32_t k = 0; k < cnt; ++k) {
+      uint32_t okey = Ld(o[kOwnerWords * k]);
+      uint32_t v = filter.Verdict(okey, &o[kOwnerWords * k]);
+      if (v == 0) continue;
+      uint32_t source = OwnerSource(okey);
+      if (res->empty() || res->back().source != source) {
+        res->push_back(SourceMatch{});
+        res->back().source = source;
+        res->back().blocks_with_lower_tiers = 1;
+      }
+      if (v & 2) {
+        SourceMatch& e = res->back();
+        e.gpu_blocks = 1;
+        e.hits = v >> 2;
+        e.hit_blocks = (v >> 2) > 0;
+      }
+    }
+    return ok;
+  });
+}
+
+// Blocks 1.. : only the sources still matching can continue, so only their
+// owners matter -- a merge of two source-sorted lists (the block's owners,
+// the candidates), or binary searches when few candidates remain among
+// many owners. Work per block is O(min(owners, alive * log owners)), and
+// the walk stops as soon as no candidate is left.
+//
+// FewCandidates: the fast path for up to 64 candidates, as bits of a
+// 64-bit mask (bit q = res[q]).
+class FewCandidates {
+ public:
+  FewCandidates(const OwnerFilter& filter, std::vector<SourceMatch>& res) : filter_(filter), res_(res) {
+    nres_ = static_cast<uint32_t>(res.size());
+    any_alive_ = nres_ == 64 ? ~uint64_t{0} : (uint64_t{1} << nres_) - 1;
+    n_alive_ = nres_;
+    for (uint32_t q = 0; q < nres_; ++q) {
+      gpu_alive_ |= uint64_t{res[q].gpu_blocks} << q;
+      srcs_[q] = res[q].source;
+      uint8_t& m = slot_map_[srcs_[q] & 63];
+      if (m != 0) direct_ = false;
+      m = static_cast<uint8_t>(q + 1);
+    }
+  }
+
+  void Walk(LookupPipeline& pipe, size_t n) {
+    uint32_t end = static_cast<uint32_t>(n);
+    for (size_t i = 1; i < n; ++i) {
+      pipe.Advance(i);
+      Bits b;
+      pipe.ShardOf(i).Read([&] {
+        b = Bits{};
+        const AWord* o = nullptr;
+        uint32_t cnt = 0;
+        bool ok = pipe.Probe(i, &o, &cnt);
+        Scan(o, cnt, b);
+        return ok;
+      });
+      if (!Step(static_cast<uint32_t>(i), b)) {
+        end = static_cast<uint32_t>(i);
+        break;
+      }
+    }
+    Finish(end);
+  }
+
+ private:
+  // One probed block's verdicts, bit q per candidate.
+  struct Bits {
+    uint64_t any = 0, gpu = 0, hit = 0;
+  };
+
+  [[gnu::always_inline]] void Mark(uint32_t q, uint32_t v, Bits& b) {
+    const uint64_t bit = uint64_t{1} << q;
+    if (v & 1) b.any |= bit;
+    if (v & 2) b.gpu |= bit;
+    if (v >> 2) {
+      b.hit |= bit;
+      hits_of_[q] = v >> 2;
+    }
+  }
+  [[gnu::always_inline]] void Scan(const AWord* o, uint32_t cnt, Bits& b) {
+    if (n_alive_ * 8 < cnt) {
+      ScanBySearch(o, cnt, b);
+    } else if (direct_) {
+      ScanByMap(o, cnt, b);
+    } else {
+      ScanByMerge(o, cnt, b);
+    }
+  }
+  // Few candidates among many owners: a binary search per candidate.
+  [[gnu::always_inline]] void ScanBySearch(const AWord* o, uint32_t cnt, Bits& b) {
+    uint32_t p = 0;
+    for (uint64_t m = any_alive_; m != 0; m &= m - 1) {
+      const uint32_t q = static_cast<uint32_t>(std::countr_zero(m));
+      p = LowerBoundSource(o, p, cnt, srcs_[q]);
+      Mark(q, filter_.VerdictOfSource(o, p, cnt, srcs_[q]), b);
+    }
+  }
+  // Owner source -> candidate bit through a 64-entry direct map (entry =
+  // q + 1, 0 = none), valid when no two candidates share source % 64
+  // (always for up to 64 consecutive source ids).
+  [[gnu::always_inline]] void ScanByMap(const AWord* o, uint32_t cnt, Bits& b) {
+    for (uint32_t k = 0; k < cnt; ++k) {
+      const uint32_t okey = Ld(o[kOwnerWords * k]);
+      const uint32_t source = OwnerSource(okey);
+      const uint32_t q1 = slot_map_[source & 63];
+      if (q1 == 0 || srcs_[q1 - 1] != source) continue;
+      const uint32_t v = filter_.Verdict(okey, &o[kOwnerWords * k]);
+      if (v != 0) Mark(q1 - 1, v, b);
+    }
+  }
+  // Otherwise a merge of the owners with every candidate.
+  [[gnu::always_inline]] void ScanByMerge(const AWord* o, uint32_t cnt, Bits& b) {
+    uint32_t q = 0;
+    for (uint32_t k = 0; k < cnt; ++k) {
+      const uint32_t okey = Ld(o[kOwnerWords * k]);
+      const uint32_t v = filter_.Verdict(okey, &o[kOwnerWords * k]);
+      if (v == 0) continue;
+      const uint32_t source = OwnerSource(okey);
+      while (q < nres_ && srcs_[q] < source) ++q;
+      if (q == nres_) break;
+      if (srcs_[q] == source) Mark(q, v, b);
+    }
+  }
+  // Ends the prefixes of the candidates block `bi` does not continue;
+  // false when none is left.
+  bool Step(uint32_t bi, const Bits& b) {
+    const uint64_t any_next = any_alive_ & b.any;
+    const uint64_t gpu_next = gpu_alive_ & b.gpu;
+    for (uint64_t m = any_alive_ & ~any_next; m != 0; m &= m - 1) {
+      res_[static_cast<uint32_t>(std::countr_zero(m))].blocks_with_lower_tiers = bi;
+      --n_alive_;
+    }
+    for (uint64_t m = gpu_alive_ & ~gpu_next; m != 0; m &= m - 1) {
+      res_[static_cast<uint32_t>(std::countr_zero(m))].gpu_blocks = bi;
+    }
+    for (uint64_t m = gpu_next & b.hit; m != 0; m &= m - 1) {
+      SourceMatch& e = res_[static_cast<uint32_t>(std::countr_zero(m))];
+      e.hits += hits_of_[std::countr_zero(m)];
+      ++e.hit_blocks;
+    }
+    any_alive_ = any_next;
+    gpu_alive_ = gpu_next;
+    return any_alive_ != 0;
+  }
+  // The prefixes still running when the walk ended at block `end`.
+  void Finish(uint32_t end) {
+    for (uint64_t m = any_alive_; m != 0; m &= m - 1) {
+      res_[static_cast<uint32_t>(std::countr_zero(m))].blocks_with_lower_tiers = end;
+    }
+    for (uint64_t m = gpu_alive_; m != 0; m &= m - 1) res_[static_cast<uint32_t>(std::countr_zero(m))].gpu_blocks = end;
+  }
+
+  const OwnerFilter& filter_;
+  std::vector<SourceMatch>& res_;
+  uint32_t nres_;
+  uint64_t any_alive_;
+  uint64_t gpu_alive_ = 0;
+  uint32_t n_alive_;
+  uint32_t hits_of_[64];
+  uint32_t srcs_[64];
+  uint8_t slot_map_[64] = {};
+  bool direct_ = true;
+};
+
+// The general path, for more than 64 candidates: the candidates are a list
+// of indexes into `res` (`alive`), `step` the probed block's verdict per
+// alive entry. Both are the PrefixMatch's reused scratch.
+class ManyCandidates {
+ public:
+  ManyCandidates(const OwnerFilter& filter, std::vector<SourceMatch>& res, std::vector<uint32_t>& alive,
+                 std::vector<uint32_t>& step)
+      : filter_(filter), res_(res), alive_(alive), step_(step) {
+    alive_.clear();
+    for (uint32_t q = 0; q < res_.size(); ++q) alive_.push_back(q);
+  }
+
+  void Walk(LookupPipeline& pipe, size_t n) {
+    for (size_t i = 1; i < n; ++i) {
+      pipe.Advance(i);
+      step_.resize(alive_.size());
+      pipe.ShardOf(i).Read([&] {
+        const AWord* o = nullptr;
+        uint32_t cnt = 0;
+        bool ok = pipe.Probe(i, &o, &cnt);
+        Scan(o, cnt);
+        return ok;
+      });
+      if (!Step(static_cast<uint32_t>(i))) break;
+    }
+  }
+
+ private:
+  // step_[a] = the verdicts of alive candidate a's owners: binary searches
+  // when few candidates remain among many owners, else a merge.
+  [[gnu::always_inline]] void Scan(const AWord* o, uint32_t cnt) {
+    const uint32_t na = static_cast<uint32_t>(alive_.size());
+    const bool search = na * 8 < cnt;
+    uint32_t p = 0;
+    for (uint32_t a = 0; a < na; ++a) {
+      const uint32_t source = res_[alive_[a]].source;
+      if (search) {
+        p = LowerBoundSource(o, p, cnt, source);
+      } else {
+        while (p < cnt && OwnerSource(Ld(o[kOwnerWords * p])) < source) ++p;
+      }
+      step_[a] = filter_.VerdictOfSource(o, p, cnt, source);
+    }
+  }
+  // Extends the prefixes block `bi` continues and drops the other
+  // candidates; false when none is left.
+  bool Step(uint32_t bi) {
+    const uint32_t na = static_cast<uint32_t>(alive_.size());
+    uint32_t keep = 0;
+    for (uint32_t a = 0; a < na; ++a) {
+      const uint32_t v = step_[a];
+      SourceMatch& e = res_[alive_[a]];
+      if ((v & 2) && e.gpu_blocks == bi) {
+        e.gpu_blocks = bi + 1;
+        e.hits += v >> 2;
+        e.hit_blocks += (v >> 2) > 0;
+      }
+      if (v & 1) {
+        e.blocks_with_lower_tiers = bi + 1;
+        alive_[keep++] = alive_[a];
+      }
+    }
+    alive_.resize(keep);
+    return keep != 0;
+  }
+
+  const OwnerFilter& filter_;
+  std::vector<SourceMatch>& res_;
+  std::vector<uint32_t>& alive_;
+  std::vector<uint32_t>& step_;
+};
+
+// The blocks the walk considers (the model's cap applied, recorded in
+// `out`), and the group it matches; nullopt when there is nothing to walk.
+std::optional<OwnerFilter> ClampQuery(const Model& model, std::span<const BlockKey>* keys, const PrefixFilter& filter,
+                                      PrefixMatch* out) {
+  if (keys->size() > model.options.max_query_blocks) {
+    *keys = keys->first(model.options.max_query_blocks);
+    out->truncated = true;
+  }
+  out->query_blocks = static_cast<uint32_t>(keys->size());
+  const uint32_t group = filter.group.has_value() ? *filter.group : model.PrimaryGroup();
+  if (keys->empty() || group >= kUnindexedGroup) return std::nullopt;
+  return OwnerFilter{group, filter.tier_mask};
+}
+
+}  // namespace
+
+void BlockIndex::Impl::StampStates(std::vector<SourceMatch>* res) const {
+  for (SourceMatch& e : *res) {
+    SourceData* d = GetSource(e.source);
+    e.state = d == nullptr ? SourceState::kConnecting
+                           : static_cast<SourceState>(d->counters.state.load(std::memory_order_relaxed));
+  }
+}
 
 Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, const PrefixFilter& filter,
                               PrefixMatch* out) const {
   out->Reset();
   const Model* model = impl_->GetModel(model_id);
   if (model == nullptr) return Status::NotFound("unknown model id " + std::to_string(model_id));
-  size_t n = keys.size();
-  if (n > model->options.max_query_blocks) {
-    n = model->options.max_query_blocks;
-    out->truncated = true;
-  }
-  out->query_blocks = static_cast<uint32_t>(n);
-  const uint32_t group = filter.group.has_value() ? *filter.group : model->PrimaryGroup();
-  if (n == 0 || group >= kUnindexedGroup) return Status::Ok();
-  const uint64_t tier_mask = filter.tier_mask;
-  constexpr uint32_t kGpu = static_cast<uint32_t>(Tier::kGpu);
-
+  const std::optional<OwnerFilter> owners = ClampQuery(*model, &keys, filter, out);
+  if (!owners.has_value()) return Status::Ok();
   std::vector<SourceMatch>& res = out->sources;
 
-  // An owner's verdict for this query: 0 = not admitted (other group or
-  // tier), else 1 | (GPU ? 2 | hits << 2 : 0).
-  auto verdict = [group, tier_mask](uint32_t okey, const AWord* o) -> uint32_t {
-    if (OwnerGroup(okey) != group) return 0;
-    uint32_t tier = OwnerTier(okey);
-    if (tier >= 64 || ((tier_mask >> tier) & 1) == 0) return 0;   // >= 64 only in a torn read
-    return tier == kGpu ? 3 | (OwnerHitsView(Ld(o[1])) << 2) : 1;
-  };
-  // The owners of `k` (count 0 if absent); false on a stale read.
-  // `hint` is the record PeekRecord found for `k` (id `hint_id`), or null.
-  auto probe = [](const Shard& sh, const ProbeKey& k, const Rec* hint, uint32_t hint_id, const AWord** o,
-                  uint32_t* cnt) -> bool {
-    *cnt = 0;
-    *o = nullptr;
-    const Rec* r = hint;
-    if (r == nullptr || !sh.RecHolds(r, hint_id, k)) {
-      uint32_t id = sh.Find(k);
-      if (id == kNoId) return true;
-      r = sh.RecAt(id);
-      if (r == nullptr) return false;
-    }
-    *o = sh.Owners(r, cnt);
-    return *o != nullptr;
-  };
-  // First owner index >= lo whose source is >= `source` (owners are sorted).
-  auto lower = [](const AWord* o, uint32_t lo, uint32_t hi, uint32_t source) {
-    const uint32_t want = source << 16;
-    while (lo < hi) {
-      uint32_t mid = (lo + hi) / 2;
-      if (Ld(o[kOwnerWords * mid]) < want) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-  };
-
   internal::EpochDomain::ReadGuard guard(impl_->epoch);
-  // The keys are known upfront, so the lookup of block i (a chain of
-  // dependent cache misses: table group -> record -> owner array) is
-  // started ahead: block i+6's group is prefetched, block i+4's record and
-  // block i+2's owner array, while block i is processed. An early exit
-  // wastes at most six blocks' prefetches. (Measured on W1, same-session
-  // A/B: 6/4/2 beat 4/2/1 by ~6% (and 3% at 100k prompts) once records
-  // were 16 bytes; 7/5/3, 6/4/3, 6/3/2 and 5/3/2 were no better; with the
-  // earlier 20-byte records 8/4/2 and 12/6/3 had not helped.)
-  constexpr size_t kGroupAhead = 6, kRecAhead = 4, kOwnersAhead = 2;
-  constexpr size_t kRing = 8;   // > kGroupAhead
-  static_assert(kGroupAhead < kRing && kRecAhead < kGroupAhead && kOwnersAhead < kRecAhead && kOwnersAhead >= 1);
-  ProbeKey pk[kRing];
-  const Rec* peek[kRing] = {};
-  uint32_t peek_id[kRing];
-  for (size_t j = 0; j < std::min<size_t>(n, kGroupAhead); ++j) {
-    pk[j].Set(keys[j]);
-    model->shards[pk[j].shard()].PrefetchGroup(pk[j]);
+  LookupPipeline pipe(*model, keys);
+  pipe.Advance(0);
+  SeedCandidates(pipe, *owners, &res);
+  if (!res.empty() && res.size() <= 64) {
+    FewCandidates(*owners, res).Walk(pipe, keys.size());
+  } else if (res.size() > 64) {
+    ManyCandidates(*owners, res, out->alive_, out->step_).Walk(pipe, keys.size());
   }
-  for (size_t j = 0; j < std::min<size_t>(n, kRecAhead); ++j) {
-    peek[j] = model->shards[pk[j].shard()].PeekRecord(pk[j], &peek_id[j]);
-  }
-  for (size_t j = 0; j < std::min<size_t>(n, kOwnersAhead); ++j) {
-    if (peek[j] != nullptr) model->shards[pk[j].shard()].PrefetchOwnersOf(peek[j]);
-  }
-  // Starts the pipeline stages that run while block i is processed.
-  // (Inlined by force: as a call it cost ~5% of W1 query throughput.)
-  auto advance = [&](size_t i) __attribute__((always_inline)) {
-    if (i + kGroupAhead < n) {
-      ProbeKey& f = pk[(i + kGroupAhead) % kRing];
-      f.Set(keys[i + kGroupAhead]);
-      model->shards[f.shard()].PrefetchGroup(f);
-    }
-    if (i + kRecAhead < n) {
-      const size_t r = (i + kRecAhead) % kRing;
-      peek[r] = model->shards[pk[r].shard()].PeekRecord(pk[r], &peek_id[r]);
-    }
-    if (i + kOwnersAhead < n && peek[(i + kOwnersAhead) % kRing] != nullptr) {
-      const size_t r = (i + kOwnersAhead) % kRing;
-      model->shards[pk[r].shard()].PrefetchOwnersOf(peek[r]);
-    }
-  };
-
-  // Block 0 makes the candidates: every source with an admitted owner, in
-  // ascending source order (owner arrays are sorted by source).
-  advance(0);
-  {
-    const Shard& sh = model->shards[pk[0].shard()];
-    for (;;) {
-      res.clear();
-      uint64_t s = sh.ReadBegin();
-      const AWord* o = nullptr;
-      uint32_t cnt = 0;
-      bool ok = probe(sh, pk[0], peek[0], peek_id[0], &o, &cnt);
-      for (uint32_t k = 0; k < cnt; ++k) {
-        uint32_t okey = Ld(o[kOwnerWords * k]);
-        uint32_t v = verdict(okey, &o[kOwnerWords * k]);
-        if (v == 0) continue;
-        uint32_t source = OwnerSource(okey);
-        if (res.empty() || res.back().source != source) {
-          res.push_back(SourceMatch{});
-          res.back().source = source;
-          res.back().blocks_with_lower_tiers = 1;
-        }
-        if (v & 2) {
-          SourceMatch& e = res.back();
-          e.gpu_blocks = 1;
-          e.hits = v >> 2;
-          e.hit_blocks = (v >> 2) > 0;
-        }
-      }
-      if (sh.ReadValid(s) && ok) break;
-    }
-  }
-  const uint32_t nres = static_cast<uint32_t>(res.size());
-
-  // Blocks 1.. : only the sources still matching can continue, so only
-  // their owners matter -- a merge of two source-sorted lists (the block's
-  // owners, the candidates), or binary searches when few candidates remain
-  // among many owners. Work per block is O(min(owners, alive * log owners)),
-  // and the walk stops as soon as no candidate is left.
-  if (nres != 0 && nres <= 64) {
-    // Fast path: candidates are bits of a 64-bit mask (bit q = res[q]).
-    uint64_t any_alive = nres == 64 ? ~uint64_t{0} : (uint64_t{1} << nres) - 1;
-    uint64_t gpu_alive = 0;
-    for (uint32_t q = 0; q < nres; ++q) gpu_alive |= uint64_t{res[q].gpu_blocks} << q;
-    uint32_t hits_of[64];
-    uint32_t n_alive = nres;
-    // Owner source -> candidate bit through a 64-entry direct map (entry =
-    // q + 1, 0 = none), valid when no two candidates share source % 64
-    // (always for up to 64 consecutive source ids); else a merge.
-    uint32_t srcs[64];
-    uint8_t slot_map[64] = {};
-    bool direct = true;
-    for (uint32_t q = 0; q < nres; ++q) {
-      srcs[q] = res[q].source;
-      uint8_t& m = slot_map[srcs[q] & 63];
-      if (m != 0) direct = false;
-      m = static_cast<uint8_t>(q + 1);
-    }
-    uint32_t end = static_cast<uint32_t>(n);
-    for (size_t i = 1; i < n; ++i) {
-      advance(i);
-      const Shard& sh = model->shards[pk[i % kRing].shard()];
-      uint64_t any_b, gpu_b, hit_b;
-      for (;;) {
-        any_b = gpu_b = hit_b = 0;
-        uint64_t s = sh.ReadBegin();
-        const AWord* o = nullptr;
-        uint32_t cnt = 0;
-        bool ok = probe(sh, pk[i % kRing], peek[i % kRing], peek_id[i % kRing], &o, &cnt);
-        auto mark = [&](uint32_t q, uint32_t v) {
-          const uint64_t bit = uint64_t{1} << q;
-          if (v & 1) any_b |= bit;
-          if (v & 2) gpu_b |= bit;
-          if (v >> 2) {
-            hit_b |= bit;
-            hits_of[q] = v >> 2;
-          }
-        };
-        if (n_alive * 8 < cnt) {
-          uint32_t p = 0;
-          for (uint64_t m = any_alive; m != 0; m &= m - 1) {
-            const uint32_t q = static_cast<uint32_t>(std::countr_zero(m));
-            const uint32_t source = srcs[q];
-            p = lower(o, p, cnt, source);
-            uint32_t v = 0;
-            for (; p < cnt; ++p) {
-              uint32_t okey = Ld(o[kOwnerWords * p]);
-              if (OwnerSource(okey) != source) break;
-              v |= verdict(okey, &o[kOwnerWords * p]);
-            }
-            mark(q, v);
-          }
-        } else if (direct) {
-          for (uint32_t k = 0; k < cnt; ++k) {
-            const uint32_t okey = Ld(o[kOwnerWords * k]);
-            const uint32_t source = OwnerSource(okey);
-            const uint32_t q1 = slot_map[source & 63];
-            if (q1 == 0 || srcs[q1 - 1] != source) continue;
-            const uint32_t v = verdict(okey, &o[kOwnerWords * k]);
-            if (v != 0) mark(q1 - 1, v);
-          }
-        } else {
-          uint32_t q = 0;
-          for (uint32_t k = 0; k < cnt; ++k) {
-            const uint32_t okey = Ld(o[kOwnerWords * k]);
-            const uint32_t v = verdict(okey, &o[kOwnerWords * k]);
-            if (v == 0) continue;
-            const uint32_t source = OwnerSource(okey);
-            while (q < nres && srcs[q] < source) ++q;
-            if (q == nres) break;
-            if (srcs[q] == source) mark(q, v);
-          }
-        }
-        if (sh.ReadValid(s) && ok) break;
-      }
-      const uint32_t bi = static_cast<uint32_t>(i);
-      const uint64_t any_next = any_alive & any_b;
-      const uint64_t gpu_next = gpu_alive & gpu_b;
-      for (uint64_t m = any_alive & ~any_next; m != 0; m &= m - 1) {
-        res[static_cast<uint32_t>(std::countr_zero(m))].blocks_with_lower_tiers = bi;
-        --n_alive;
-      }
-      for (uint64_t m = gpu_alive & ~gpu_next; m != 0; m &= m - 1) {
-        res[static_cast<uint32_t>(std::countr_zero(m))].gpu_blocks = bi;
-      }
-      for (uint64_t m = gpu_next & hit_b; m != 0; m &= m - 1) {
-        SourceMatch& e = res[static_cast<uint32_t>(std::countr_zero(m))];
-        e.hits += hits_of[std::countr_zero(m)];
-        ++e.hit_blocks;
-      }
-      any_alive = any_next;
-      gpu_alive = gpu_next;
-      if (any_alive == 0) {
-        end = bi;
-        break;
-      }
-    }
-    for (uint64_t m = any_alive; m != 0; m &= m - 1) res[static_cast<uint32_t>(std::countr_zero(m))].blocks_with_lower_tiers = end;
-    for (uint64_t m = gpu_alive; m != 0; m &= m - 1) res[static_cast<uint32_t>(std::countr_zero(m))].gpu_blocks = end;
-  } else if (nres > 64) {
-    // General path: the candidates are a list of indexes into `res`.
-    std::vector<uint32_t>& alive = out->alive_;
-    std::vector<uint32_t>& step = out->step_;
-    alive.clear();
-    for (uint32_t q = 0; q < nres; ++q) alive.push_back(q);
-    for (size_t i = 1; i < n; ++i) {
-      advance(i);
-      const Shard& sh = model->shards[pk[i % kRing].shard()];
-      const uint32_t na = static_cast<uint32_t>(alive.size());
-      step.resize(na);
-      for (;;) {
-        uint64_t s = sh.ReadBegin();
-        const AWord* o = nullptr;
-        uint32_t cnt = 0;
-        bool ok = probe(sh, pk[i % kRing], peek[i % kRing], peek_id[i % kRing], &o, &cnt);
-        const bool search = na * 8 < cnt;
-        uint32_t p = 0;
-        for (uint32_t a = 0; a < na; ++a) {
-          const uint32_t source = res[alive[a]].source;
-          if (search) {
-            p = lower(o, p, cnt, source);
-          } else {
-            while (p < cnt && OwnerSource(Ld(o[kOwnerWords * p])) < source) ++p;
-          }
-          uint32_t v = 0;
-          for (; p < cnt; ++p) {
-            uint32_t okey = Ld(o[kOwnerWords * p]);
-            if (OwnerSource(okey) != source) break;
-            v |= verdict(okey, &o[kOwnerWords * p]);
-          }
-          step[a] = v;
-        }
-        if (sh.ReadValid(s) && ok) break;
-      }
-      const uint32_t bi = static_cast<uint32_t>(i);
-      uint32_t keep = 0;
-      for (uint32_t a = 0; a < na; ++a) {
-        const uint32_t v = step[a];
-        SourceMatch& e = res[alive[a]];
-        if ((v & 2) && e.gpu_blocks == bi) {
-          e.gpu_blocks = bi + 1;
-          e.hits += v >> 2;
-          e.hit_blocks += (v >> 2) > 0;
-        }
-        if (v & 1) {
-          e.blocks_with_lower_tiers = bi + 1;
-          alive[keep++] = alive[a];
-        }
-      }
-      alive.resize(keep);
-      if (keep == 0) break;
-    }
-  }
-  for (SourceMatch& e : res) {
-    SourceData* d = impl_->GetSource(e.source);
-    e.state = d == nullptr ? SourceState::kConnecting
-                           : static_cast<SourceState>(d->counters.state.load(std::memory_order_relaxed));
-  }
+  impl_->StampStates(&res);
   return Status::Ok();
 }
 
@@ -853,7 +983,7 @@ Status BlockIndex::PeekEvictionOrder(ModelId model_id, SourceId source, size_t n
   if (model == nullptr) return Status::NotFound("unknown model id " + std::to_string(model_id));
   SourceData* src = impl_->GetSource(source);
   if (src == nullptr) return Status::Ok();
-  std::lock_guard<std::mutex> lock(src->mu);
+  MutexLock lock(src->mu);
   std::vector<std::pair<uint32_t, BlockKey>> all;
   impl_->ForEachSourceRecord(*src, model_id, *model, [&](Shard& sh, uint32_t id) {
     uint32_t cnt = 0;
@@ -948,7 +1078,7 @@ Status BlockIndex::LookupBlock(ModelId m, const BlockKey& key, std::vector<Owner
   if (model == nullptr) return Status::NotFound("model id " + std::to_string(m));
   ProbeKey pk(key);
   Shard& sh = model->shards[pk.shard()];
-  std::lock_guard<std::mutex> lock(sh.mu);
+  Shard::WriteLock lock(sh);
   uint32_t id = sh.Find(pk);
   if (id == kNoId) return Status::Ok();
   uint32_t cnt = 0;
@@ -991,7 +1121,7 @@ void BlockIndex::DumpUnsorted(IndexSnapshot* out) const {
     Model* model = impl_->GetModel(m);
     out->models.emplace_back(model->name, model->options);
     for (Shard& sh : model->shards) {
-      std::lock_guard<std::mutex> lock(sh.mu);
+      Shard::WriteLock lock(sh);
       uint32_t top = sh.records_allocated();
       for (uint32_t id = 0; id < top; ++id) {
         if (!sh.IsLive(id)) continue;
@@ -1011,7 +1141,7 @@ void BlockIndex::DumpUnsorted(IndexSnapshot* out) const {
   for (SourceId s = 0; s < kMaxSources; ++s) {
     SourceData* d = impl_->GetSource(s);
     if (d == nullptr) continue;
-    std::lock_guard<std::mutex> lock(d->mu);
+    MutexLock lock(d->mu);
     if (d->clock != 0) out->source_clocks.emplace_back(s, d->clock);
   }
 }
@@ -1019,8 +1149,9 @@ void BlockIndex::DumpUnsorted(IndexSnapshot* out) const {
 void BlockIndex::Impl::BuildRestoredMembership() {
   for (SourceId s = 0; s < kMaxSources; ++s) {
     SourceData* src = GetSource(s);
-    if (src == nullptr || src->restoring.empty()) continue;
-    std::lock_guard<std::mutex> lock(src->mu);
+    if (src == nullptr) continue;
+    MutexLock lock(src->mu);
+    if (src->restoring.empty()) continue;
     for (ModelId m = 0; m < src->restoring.size(); ++m) {
       if (!src->restoring[m]) continue;
       for (uint32_t shard = 0; shard < kShards; ++shard) {
@@ -1082,13 +1213,13 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
       }
       const uint32_t stamp = restored_stamp(o.source, o.stamp);
       SourceData& src = *impl_->GetOrCreateSource(o.source);
-      std::lock_guard<std::mutex> lock(src.mu);
+      MutexLock lock(src.mu);
       uint32_t okey = OwnerKey(o.source, static_cast<uint32_t>(o.tier), o.group);
       ProbeKey pk(o.key);
       Shard& sh = model->shards[pk.shard()];
       uint32_t id;
       {
-        std::lock_guard<std::mutex> slock(sh.mu);
+        Shard::WriteLock slock(sh);
         if (same_block) {
           id = prev_id;            // strictly greater owner of the same block: not a duplicate
         } else if (sorted_so_far) {
@@ -1130,7 +1261,7 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
   for (ModelId m = 0; m < snap.models.size(); ++m) impl_->GetModel(m)->InferPrimaryGroup();
   for (const auto& [s, clock] : snap.source_clocks) {
     SourceData& src = *impl_->GetOrCreateSource(s);
-    std::lock_guard<std::mutex> lock(src.mu);
+    MutexLock lock(src.mu);
     auto it = stamp_base.find(s);
     src.clock = it == stamp_base.end() ? clock : clock - it->second;
   }
@@ -1153,7 +1284,7 @@ bool SameContents(const IndexSnapshot& a, const IndexSnapshot& b) {
 void BlockIndex::TestOnlySetClock(SourceId source, uint64_t clock) {
   if (source >= kMaxSources) return;
   SourceData& src = *impl_->GetOrCreateSource(source);
-  std::lock_guard<std::mutex> lock(src.mu);
+  MutexLock lock(src.mu);
   src.clock = clock;
 }
 

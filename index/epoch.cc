@@ -14,8 +14,8 @@ class ThreadSlots {
     static ThreadSlots* s = new ThreadSlots();  // never destroyed: threads may exit late
     return *s;
   }
-  uint32_t Acquire() {
-    std::lock_guard<std::mutex> lock(mu_);
+  uint32_t Acquire() KVIDX_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (!free_.empty()) {
       uint32_t s = free_.back();
       free_.pop_back();
@@ -24,16 +24,16 @@ class ThreadSlots {
     if (next_ < EpochDomain::kMaxThreads) return next_++;
     return EpochDomain::kMaxThreads;  // none left: fallback
   }
-  void Release(uint32_t s) {
+  void Release(uint32_t s) KVIDX_EXCLUDES(mu_) {
     if (s >= EpochDomain::kMaxThreads) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     free_.push_back(s);
   }
 
  private:
-  std::mutex mu_;
-  std::vector<uint32_t> free_;
-  uint32_t next_ = 0;
+  Mutex mu_;
+  std::vector<uint32_t> free_ KVIDX_GUARDED_BY(mu_);
+  uint32_t next_ KVIDX_GUARDED_BY(mu_) = 0;
 };
 
 struct ThreadSlot {
@@ -82,7 +82,7 @@ EpochDomain::ReadGuard::~ReadGuard() {
 
 void EpochDomain::Retire(void* p, void (*deleter)(void*)) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     retired_.push_back({global_.fetch_add(1, std::memory_order_seq_cst), p, deleter});
   }
   Reclaim();
@@ -101,7 +101,7 @@ void EpochDomain::Reclaim() {
   }
   std::vector<Retired> to_free;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (retired_.empty()) return;
     // Fallback readers are not tracked per epoch: free only when none runs.
     std::unique_lock<std::shared_mutex> fb(fallback_, std::try_to_lock);

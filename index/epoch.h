@@ -20,9 +20,11 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <shared_mutex>
 #include <vector>
+
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 
 // KVIDX_TSAN: set when building under ThreadSanitizer, which rejects
 // atomic_thread_fence (GCC -Wtsan); the index then uses RMW operations with
@@ -60,9 +62,9 @@ class EpochDomain {
 
   // Frees `p` with `deleter` once no reader can hold it. `p` must already
   // be unreachable for new readers.
-  void Retire(void* p, void (*deleter)(void*));
+  void Retire(void* p, void (*deleter)(void*)) KVIDX_EXCLUDES(mu_);
   // Frees what is safe to free now.
-  void Reclaim();
+  void Reclaim() KVIDX_EXCLUDES(mu_);
 
  private:
   struct alignas(64) Slot {
@@ -77,8 +79,8 @@ class EpochDomain {
   std::atomic<uint64_t> global_{1};
   Slot* slots_;   // kMaxThreads
   std::shared_mutex fallback_;   // readers without a slot
-  std::mutex mu_;
-  std::vector<Retired> retired_;
+  Mutex mu_;
+  std::vector<Retired> retired_ KVIDX_GUARDED_BY(mu_);
 };
 
 }  // namespace kvidx::internal

@@ -12,7 +12,7 @@ std::string NameKey(std::string_view replica, uint32_t dp_rank) {
 }  // namespace
 
 Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string key = NameKey(replica, dp_rank);
   auto it = by_name_.find(key);
   if (it != by_name_.end()) {
@@ -41,7 +41,7 @@ Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_
 }
 
 std::optional<SourceId> SourceRegistry::Find(std::string_view replica, uint32_t dp_rank) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_name_.find(NameKey(replica, dp_rank));
   if (it == by_name_.end()) return std::nullopt;
   return it->second;
@@ -56,7 +56,7 @@ SourceInfo* SourceRegistry::Slot(SourceId id) const {
 }
 
 void SourceRegistry::Retire(SourceId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (SourceInfo* info = Slot(id)) info->live.store(false, std::memory_order_release);
 }
 

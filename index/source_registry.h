@@ -23,15 +23,16 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
-#include "index/source_state.h"
+#include "base/mutex.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
+#include "index/source_state.h"
 
 namespace kvidx {
 
@@ -54,12 +55,12 @@ class SourceRegistry {
 
   // Returns the id of (replica, dp_rank), assigning the next one on first
   // sight (and reviving it if retired). OutOfRange after kMaxSources sources.
-  Result<SourceId> Register(std::string_view replica, uint32_t dp_rank);
+  Result<SourceId> Register(std::string_view replica, uint32_t dp_rank) KVIDX_EXCLUDES(mu_);
   // Marks a registered id as no longer existing (no-op for unknown ids).
-  void Retire(SourceId id);
+  void Retire(SourceId id) KVIDX_EXCLUDES(mu_);
   // Registered and not retired.
   bool IsLive(SourceId id) const;
-  std::optional<SourceId> Find(std::string_view replica, uint32_t dp_rank) const;
+  std::optional<SourceId> Find(std::string_view replica, uint32_t dp_rank) const KVIDX_EXCLUDES(mu_);
   // Info of a registered id; nullptr for an id never returned by Register.
   const SourceInfo* Get(SourceId id) const;
   size_t size() const { return count_.load(std::memory_order_acquire); }
@@ -68,11 +69,11 @@ class SourceRegistry {
   SourceInfo* Slot(SourceId id) const;
 
   static constexpr size_t kChunk = 1024;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, SourceId> by_name_;  // key: replica + '\0' + rank
+  mutable Mutex mu_;
+  std::unordered_map<std::string, SourceId> by_name_ KVIDX_GUARDED_BY(mu_);  // key: replica + '\0' + rank
   // Chunked so that Get() never sees a reallocation.
   std::unique_ptr<std::atomic<SourceInfo*>[]> chunks_{new std::atomic<SourceInfo*>[kMaxSources / kChunk + 1]()};
-  std::vector<std::unique_ptr<SourceInfo[]>> owned_;
+  std::vector<std::unique_ptr<SourceInfo[]>> owned_ KVIDX_GUARDED_BY(mu_);
   std::atomic<size_t> count_{0};
 };
 

@@ -73,6 +73,9 @@ struct DecodeLimits {
   uint32_t max_depth = 32;         // nesting bound when skipping unknown values (capped at 256)
 };
 
+// The replay stream's end-of-reply sequence number: 8 bytes of 0xff.
+inline constexpr uint64_t kReplayEndSeq = ~uint64_t{0};
+
 // One ZMQ message as received: [topic, seq(8 bytes BE), payload].
 struct RawMessage {
   std::string_view topic;
@@ -94,23 +97,5 @@ class Decoder {
  private:
   DecodeLimits limits_;
 };
-
-// One entry of a block's extra keys (vllm generate_block_hash_extra_keys):
-// a LoRA name or cache salt (str), a multimodal (identifier, offset) pair,
-// a prompt-embeds digest (bytes), or an int (pre-#27211 lora_int_id).
-struct ExtraKey {
-  enum class Kind : uint8_t { kStr, kInt, kBytes, kMm } kind = Kind::kStr;
-  std::string str;        // kStr, kBytes, kMm identifier
-  int64_t num = 0;        // kInt value, kMm offset
-  friend bool operator==(const ExtraKey&, const ExtraKey&) = default;
-};
-
-// Decodes the raw `extra_keys` field of a BlockStored event: one entry per
-// block, each nullopt (nil) or the list of keys. Off the hot path.
-struct BlockExtraKeys {
-  bool present = false;
-  std::vector<ExtraKey> keys;
-};
-bool DecodeExtraKeys(std::string_view raw, std::vector<BlockExtraKeys>* out, DecodeError* err);
 
 }  // namespace kvidx::ingest

@@ -56,8 +56,8 @@ struct KvEvent {
   std::optional<int64_t> lora_id;
   std::optional<std::string_view> lora_name;
   // Raw msgpack bytes of the `extra_keys` field (an array with one entry per
-  // block hash, each an array or nil). Kept undecoded: only the hasher's
-  // verification path needs it. See DecodeExtraKeys() in decoder.h.
+  // block hash, each an array or nil). Kept undecoded: the server never
+  // reads it. ingest/testing/extra_keys.h decodes it for tests.
   std::optional<std::string_view> extra_keys;
   std::optional<std::string_view> kv_cache_spec_kind;
   std::optional<int64_t> kv_cache_spec_sliding_window;

@@ -17,7 +17,6 @@
 #include <spdlog/spdlog.h>
 
 #include "ingest/decoder.h"
-#include "ingest/encoder.h"
 #include "ingest/sequencer.h"
 
 namespace kvidx::ingest {
@@ -258,7 +257,8 @@ void IngestThread::Loop::OpenReplay(Source& s, uint64_t start) {
     d->connect(s.spec.replay_endpoint);
     // The pipe exists as soon as connect() returns, so this queues even
     // before the TCP handshake completes.
-    std::string seq = EncodeSeq(start);
+    std::string seq;
+    AppendBigEndian(&seq, start, 8);
     (void)d->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     (void)d->send(zmq::buffer(seq), zmq::send_flags::dontwait);
     s.dealer = std::move(d);

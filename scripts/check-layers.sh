@@ -49,7 +49,7 @@ RPC='grpc|kvidx/v1/|google/protobuf'
 mapfile -t BASE < <(src base)
 mapfile -t INDEX < <(prod index)
 mapfile -t INGEST < <(prod ingest)
-mapfile -t NODE < <(ls server/node.* server/node_metrics.h server/query_engine.* server/prefix_query.h \
+mapfile -t NODE < <(ls server/node.* server/node_metrics.h server/query_engine.* server/prefix_query.h server/route_*.* \
                       server/snapshot_*.* server/config.* 2>/dev/null)
 mapfile -t SERVER < <(prod server)
 
@@ -60,6 +60,29 @@ check "server (RPC-free: node, queries, snapshots, config)" 'base/|index/|ingest
   "$RPC|server/(kv_index_service|admin_service|proto_convert|server|metrics_endpoint|rpc_metrics|credentials|request_scan)\.h" \
   "${NODE[@]}"
 check server 'base/|index/|ingest/|server/|kvidx/v1/' '/testing/' "${SERVER[@]}"
+
+# CMake lists sources explicitly: a .cc file no CMakeLists.txt names would
+# silently not be built (or tested).
+unlisted=()
+while IFS= read -r f; do
+  dir=$(dirname "$f")
+  name=$(basename "$f")
+  listed=0
+  while [ "$dir" != "." ]; do
+    if [ -f "$dir/CMakeLists.txt" ] && grep -qE "(^|[[:space:]/])${name//./\\.}([[:space:])]|$)" "$dir/CMakeLists.txt"; then
+      listed=1
+      break
+    fi
+    dir=$(dirname "$dir")
+  done
+  [ "$listed" -eq 1 ] || unlisted+=("$f")
+done < <(git ls-files '*.cc' 2>/dev/null || find . -name '*.cc' -not -path './build*' | sed 's|^\./||')
+if [ ${#unlisted[@]} -gt 0 ]; then
+  echo "check-layers: FAIL sources no CMakeLists.txt lists: ${unlisted[*]}"
+  failed=1
+else
+  echo "check-layers: PASS every .cc file is listed in a CMakeLists.txt"
+fi
 
 [ "$failed" -eq 0 ] && echo "check-layers: OK" || echo "check-layers: FAILED"
 exit "$failed"

@@ -9,7 +9,9 @@
 #   3. TSan build, the threaded tests (labels ingest, index; the gRPC-based
 #      areas cannot run under TSan with Debian's uninstrumented gRPC, see
 #      tests/common/tsan_suppressions.cc)
-#   4. clang libFuzzer build; replay the seed corpus and fuzz briefly
+#   4. clang -Wthread-safety build of the index library and its tests
+#      (scripts/thread_safety.sh: lock annotations checked, as errors)
+#   5. clang libFuzzer build; replay the seed corpus and fuzz briefly
 # Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +44,9 @@ BUILD_DIR=build-tsan BUILD_TYPE=RelWithDebInfo BUILD_TARGETS="kvidx_ingest_test 
   bash scripts/build.sh -DKVIDX_SANITIZE=thread -DKVIDX_BUILD_BENCH=OFF
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j "$JOBS" --timeout 600 -L 'ingest|index'
+
+stage "clang thread-safety analysis (index)"
+bash scripts/thread_safety.sh
 
 stage "fuzz: corpus replay + short run"
 bash scripts/fuzz.sh --ci

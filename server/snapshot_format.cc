@@ -160,22 +160,6 @@ Status Validate(const SnapshotData& d) {
 
 uint64_t BatchDigest(std::span<const uint8_t> payload) { return XXH3_64bits(payload.data(), payload.size()); }
 
-std::string_view ResumeDecisionName(ResumeDecision d) {
-  switch (d) {
-    case ResumeDecision::kContinue: return "continue";
-    case ResumeDecision::kEngineRestarted: return "engine_restarted";
-    case ResumeDecision::kOverrun: return "overrun";
-  }
-  return "unknown";
-}
-
-ResumeDecision ClassifyResume(const SourceWatermark& wm, std::optional<uint64_t> first_seq, uint64_t first_digest) {
-  if (!wm.has_seq || !first_seq) return ResumeDecision::kEngineRestarted;
-  if (*first_seq < wm.last_seq) return ResumeDecision::kEngineRestarted;
-  if (*first_seq > wm.last_seq) return ResumeDecision::kOverrun;
-  return first_digest == wm.last_batch_digest ? ResumeDecision::kContinue : ResumeDecision::kEngineRestarted;
-}
-
 std::string_view ChunkTypeName(ChunkType t) {
   switch (t) {
     case ChunkType::kClocks: return "clocks";

@@ -34,7 +34,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,10 +55,10 @@ inline constexpr uint32_t kDefaultOwnersPerChunk = 65536;
 // exceed ours": both look like a higher seq. So the watermark also keeps a
 // digest of the last applied batch (BatchDigest of its payload bytes, which
 // carry the engine's own timestamp). On restore, request replay from
-// last_seq itself (not last_seq + 1) and pass the first replayed batch to
-// ClassifyResume: the same engine still has that batch and returns it byte
-// for byte; a restarted engine either has nothing at that seq or a batch
-// with another digest.
+// last_seq itself (not last_seq + 1) and compare the first replayed batch
+// (ingest/sequencer.h does): the same engine still has that batch and
+// returns it byte for byte; a restarted engine either has nothing at that
+// seq or a batch with another digest.
 struct SourceWatermark {
   SourceId source_id = 0;          // index's SourceId; entries are dense 0..n-1
   std::string replica;
@@ -98,26 +97,6 @@ Status Validate(const SnapshotData& data);
 // ingest's Sequencer::FingerprintOf / EventBatch::payload_fingerprint, which
 // is what the sequencer checks a resumed source's watermark batch against.
 uint64_t BatchDigest(std::span<const uint8_t> payload);
-
-enum class ResumeDecision : uint8_t {
-  kContinue,         // same engine: skip the replayed batch at last_seq, apply the rest
-  kEngineRestarted,  // another engine incarnation: clear the source, cold start
-  kOverrun,          // last_seq is no longer in the replay buffer: count lost, DEGRADED
-};
-std::string_view ResumeDecisionName(ResumeDecision d);
-
-// Decides how to resume a source after a restore, from the first batch the
-// engine's replay returned for a request starting at watermark.last_seq
-// (nullopt: nothing at or after that seq). Rules:
-//   no watermark (has_seq false)                 -> kEngineRestarted (cold start)
-//   nothing replayed                             -> kEngineRestarted (its seq is below ours)
-//   first seq <  last_seq                        -> kEngineRestarted (seq went backwards)
-//   first seq == last_seq, digest equal          -> kContinue
-//   first seq == last_seq, digest differs        -> kEngineRestarted
-//   first seq >  last_seq                        -> kOverrun (lost >= first - last_seq - 1;
-//                                                   a restart is indistinguishable here)
-ResumeDecision ClassifyResume(const SourceWatermark& watermark, std::optional<uint64_t> first_replayed_seq,
-                              uint64_t first_replayed_digest);
 
 // ---- Encoding (used by SnapshotStore; exposed for tests) -------------------
 

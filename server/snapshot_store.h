@@ -75,7 +75,7 @@
 // exactly the batches the dumped index contains (e.g. pause each source's
 // batch application, or all of ingest, while Dump() runs and read the
 // watermarks in the same pause). Replaying a batch twice is not idempotent
-// (reference counts), hence ClassifyResume's exact-seq check.
+// (reference counts), hence the exact-seq check on resume.
 //
 // Thread-safety: all methods may be called from any thread; Write and
 // LoadLatest are serialised by an internal mutex. stats() may be read

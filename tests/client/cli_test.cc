@@ -251,6 +251,31 @@ TEST_F(CliTest, EnvServer) {
   EXPECT_TRUE(ParseJson(r.out).has("version"));
 }
 
+// Connection options go before or after the subcommand, as with git and
+// kubectl; given on both sides, the one after the subcommand wins.
+TEST_F(CliTest, ConnectionOptionsBeforeOrAfterTheSubcommand) {
+  StartServer(true, {StorePayload(1000, 2)});
+  ASSERT_TRUE(WaitSourceState("r1/dp0", v1::SOURCE_STATE_EXACT));
+  const std::string env = "KVIDX_SERVER= KVIDX_TOKEN_FILE=";
+  for (const std::string& args : {"--server " + Target() + " status --json", "status --json --server " + Target(),
+                                  "--server=" + Target() + " --json status", "--json status --server " + Target()}) {
+    const CliResult r = RunKvidx(args, env);
+    ASSERT_EQ(r.exit_code, 0) << args << ": " << r.err;
+    EXPECT_TRUE(ParseJson(r.out).has("version")) << args << ": " << r.out;
+  }
+  // Admin commands get their token and an action after the subcommand.
+  for (const std::string& args : {Conn() + " sources --json", Conn() + " engines list --json"}) {
+    const CliResult r = RunKvidx(args, env);
+    ASSERT_EQ(r.exit_code, 0) << args << ": " << r.err;
+    EXPECT_NE(r.out.find("r1"), std::string::npos) << args << ": " << r.out;
+  }
+  const std::string dead = "127.0.0.1:" + std::to_string(DeadPort());
+  CliResult r = RunKvidx("--server " + dead + " status --json --server " + Target(), env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunKvidx("--server " + Target() + " status --json --server " + dead, env);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+}
+
 TEST_F(CliTest, RouterExamplePicksByOverlapMinusLoad) {
   const std::vector<int64_t> prompt = Iota(100, 48);
   StartServer(true, {TokenStorePayload(prompt)});
@@ -325,9 +350,36 @@ TEST(CliNoServerTest, BadUsageExits2NamingTheFlag) {
   }
 }
 
+TEST(CliNoServerTest, OnlyConnectionOptionsGoBeforeTheSubcommand) {
+  struct Case {
+    const char* args;
+    const char* names;
+  };
+  const Case cases[] = {
+      {"--bogus status", "unknown option '--bogus' before the subcommand"},
+      {"--model m query --hashes 1", "unknown option '--model' before the subcommand"},
+      {"--server", "--server needs a value"},
+      {"--json=yes status", "--json takes no value"},
+      {"--server 127.0.0.1:1", "missing subcommand"},
+      {"--server 127.0.0.1:1 nosuchcommand", "nosuchcommand"},
+      {"--server 127.0.0.1:1 hash --tokens 1", "--server"},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = RunKvidx(c.args, "KVIDX_SERVER=127.0.0.1:1 KVIDX_TOKEN_FILE=");
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.names), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args << ": " << r.out;
+  }
+  // The unknown-option message names the options that do go there.
+  const CliResult r = RunKvidx("--bogus status");
+  EXPECT_NE(r.err.find("--server"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--token-file"), std::string::npos) << r.err;
+}
+
 TEST(CliNoServerTest, HelpExits0) {
   for (const char* cmd : {"status --help", "sources -h", "query --help", "block --help", "engines --help",
-                          "engines add --help", "snapshot --help", "resync --help", "watch --help", "--help"}) {
+                          "engines add --help", "snapshot --help", "resync --help", "watch --help", "--help",
+                          "--server 127.0.0.1:1 --help", "--server 127.0.0.1:1 status --help"}) {
     const CliResult r = RunKvidx(cmd);
     EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.err;
     EXPECT_NE(r.out.find("usage"), std::string::npos) << cmd;

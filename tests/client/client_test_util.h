@@ -24,10 +24,10 @@
 
 #include "client/client.h"
 #include "index/block_hasher.h"
-#include "ingest/encoder.h"
 #include "ingest/event.h"
-#include "ingest/fake_engine.h"
 #include "ingest/ingest_test_util.h"
+#include "ingest/testing/encoder.h"
+#include "ingest/testing/fake_engine.h"
 #include "server/config.h"
 #include "server/server.h"
 

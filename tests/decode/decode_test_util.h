@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "ingest/decoder.h"
-#include "ingest/encoder.h"
+#include "ingest/testing/encoder.h"
+#include "ingest/testing/extra_keys.h"
 
 namespace kvidx::ingest::testing {
 

@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "ingest/decoder.h"
-#include "ingest/encoder.h"
+#include "ingest/testing/encoder.h"
+#include "ingest/testing/extra_keys.h"
 
 namespace {
 

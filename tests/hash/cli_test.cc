@@ -88,6 +88,12 @@ TEST_F(KvidxCli, UsageErrorsExitTwo) {
   EXPECT_NE(r.out.find("PYTHONHASHSEED"), std::string::npos) << r.out;
 }
 
+TEST_F(KvidxCli, JsonBeforeTheSubcommand) {
+  const CliResult before = RunKvidx("--json hash --tokens " + Tokens0To47());
+  EXPECT_EQ(before.exit_code, 0);
+  EXPECT_EQ(before.out, RunKvidx("hash --json --tokens " + Tokens0To47()).out);
+}
+
 TEST_F(KvidxCli, HelpExitsZero) {
   EXPECT_EQ(RunKvidx("--help").exit_code, 0);
   const CliResult r = RunKvidx("hash --help");

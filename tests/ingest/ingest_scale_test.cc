@@ -10,8 +10,8 @@
 
 #include <zmq.hpp>
 
-#include "ingest/encoder.h"
 #include "ingest/ingester.h"
+#include "ingest/testing/encoder.h"
 #include "ingest_test_util.h"
 
 namespace kvidx::ingest {

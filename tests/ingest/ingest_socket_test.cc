@@ -6,8 +6,8 @@
 #include <random>
 #include <string>
 
-#include "ingest/fake_engine.h"
 #include "ingest/ingester.h"
+#include "ingest/testing/fake_engine.h"
 #include "ingest_test_util.h"
 
 namespace kvidx::ingest {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "ingest/batch_sink.h"
-#include "ingest/encoder.h"
 #include "ingest/event.h"
+#include "ingest/testing/encoder.h"
 
 namespace kvidx::ingest::testing {
 

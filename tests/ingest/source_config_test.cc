@@ -8,7 +8,7 @@
 #pragma GCC diagnostic ignored "-Wrestrict"
 #endif
 
-#include "ingest/fake_engine.h"
+#include "ingest/testing/fake_engine.h"
 
 namespace kvidx::ingest {
 namespace {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "persist/persist_test_util.h"
+#include "server/testing/resume_decision.h"
 
 namespace kvidx::snapshot {
 namespace {

@@ -21,8 +21,8 @@
 #include "index/source_registry.h"
 #include "index/tier.h"
 #include "ingest/decoder.h"
-#include "ingest/encoder.h"
 #include "ingest/index_sink.h"
+#include "ingest/testing/encoder.h"
 #include "tools/sim/sim_rank.h"
 #include "tools/sim/workload.h"
 

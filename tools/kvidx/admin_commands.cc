@@ -52,8 +52,8 @@ void SeqJson(JsonWriter& w, bool has_seq, uint64_t seq) {
   }
 }
 
-int EnginesAdd(int argc, char** argv) {
-  CommandLine cl("engines add", kEnginesUsage);
+int EnginesAdd(int argc, char** argv, const FlagValues& leading) {
+  CommandLine cl("engines add", kEnginesUsage, leading);
   constexpr FlagSpec kFlags[] = {{"--replica"}, {"--model"}, {"--endpoint"},   {"--replay-endpoint"},
                                  {"--dp-size"}, {"--topic"}, {"--mode"},       {"--gpu-blocks"}};
   if (std::optional<int> rc = cl.Parse(argc, argv, kFlags, 0)) return *rc;
@@ -97,8 +97,8 @@ int EnginesAdd(int argc, char** argv) {
   return kExitOk;
 }
 
-int EnginesRemove(int argc, char** argv) {
-  CommandLine cl("engines remove", kEnginesUsage);
+int EnginesRemove(int argc, char** argv, const FlagValues& leading) {
+  CommandLine cl("engines remove", kEnginesUsage, leading);
   if (std::optional<int> rc = cl.Parse(argc, argv, {}, 1)) return *rc;
   if (cl.positional().empty()) return cl.UsageError("missing REPLICA");
   const std::string& replica = cl.positional()[0];
@@ -113,8 +113,8 @@ int EnginesRemove(int argc, char** argv) {
   return kExitOk;
 }
 
-int EnginesList(int argc, char** argv) {
-  CommandLine cl("engines list", kEnginesUsage);
+int EnginesList(int argc, char** argv, const FlagValues& leading) {
+  CommandLine cl("engines list", kEnginesUsage, leading);
   constexpr FlagSpec kFlags[] = {{"--model"}};
   if (std::optional<int> rc = cl.Parse(argc, argv, kFlags, 0)) return *rc;
   v1::ListReplicasRequest req;
@@ -170,8 +170,8 @@ int EnginesList(int argc, char** argv) {
 
 }  // namespace
 
-int RunSnapshot(int argc, char** argv) {
-  CommandLine cl("snapshot", kSnapshotUsage);
+int RunSnapshot(int argc, char** argv, const FlagValues& leading) {
+  CommandLine cl("snapshot", kSnapshotUsage, leading);
   if (std::optional<int> rc = cl.Parse(argc, argv, {}, 0)) return *rc;
   std::unique_ptr<client::Client> client;
   if (std::optional<int> rc = cl.Connect(&client)) return *rc;
@@ -194,8 +194,8 @@ int RunSnapshot(int argc, char** argv) {
   return kExitOk;
 }
 
-int RunResync(int argc, char** argv) {
-  CommandLine cl("resync", kResyncUsage);
+int RunResync(int argc, char** argv, const FlagValues& leading) {
+  CommandLine cl("resync", kResyncUsage, leading);
   if (std::optional<int> rc = cl.Parse(argc, argv, {}, 1)) return *rc;
   if (cl.positional().empty()) return cl.UsageError("missing SOURCE");
   const std::string& source = cl.positional()[0];
@@ -210,15 +210,15 @@ int RunResync(int argc, char** argv) {
   return kExitOk;
 }
 
-int RunEngines(int argc, char** argv) {
+int RunEngines(int argc, char** argv, const FlagValues& leading) {
   if (argc < 2) {
     std::fprintf(stderr, "kvidx engines: missing action (add, remove or list)\nRun 'kvidx engines --help' for usage.\n");
     return kExitUsage;
   }
   const std::string_view action = argv[1];
-  if (action == "add") return EnginesAdd(argc - 1, argv + 1);
-  if (action == "remove") return EnginesRemove(argc - 1, argv + 1);
-  if (action == "list") return EnginesList(argc - 1, argv + 1);
+  if (action == "add") return EnginesAdd(argc - 1, argv + 1, leading);
+  if (action == "remove") return EnginesRemove(argc - 1, argv + 1, leading);
+  if (action == "list") return EnginesList(argc - 1, argv + 1, leading);
   if (action == "--help" || action == "-h") {
     std::fputs(kEnginesUsage, stdout);
     std::fputs(kGlobalOptionsHelp, stdout);

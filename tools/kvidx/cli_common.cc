@@ -45,6 +45,44 @@ const FlagSpec* FindSpec(std::span<const FlagSpec> flags, std::string_view name)
   return nullptr;
 }
 
+// "--flag" of "--flag=VALUE"; the whole word otherwise.
+std::string_view FlagName(std::string_view arg) {
+  const size_t eq = arg.find('=');
+  return arg.starts_with("--") && eq != std::string_view::npos ? arg.substr(0, eq) : arg;
+}
+
+// Reads the flag at argv[*i] ("--flag", "--flag=VALUE" or "--flag VALUE",
+// advancing *i past a separate value) into *out. Returns the problem, if any.
+std::optional<std::string> ReadFlag(int argc, char** argv, int* i, std::span<const FlagSpec> flags,
+                                    FlagValues* out) {
+  const std::string_view arg = argv[*i];
+  const std::string_view name = FlagName(arg);
+  std::optional<std::string> value;
+  if (name.size() < arg.size()) value = std::string(arg.substr(name.size() + 1));
+  const FlagSpec* spec = FindSpec(flags, name);
+  if (spec == nullptr) return "unknown argument '" + std::string(arg) + "'";
+  if (!spec->takes_value) {
+    if (value) return std::string(name) + " takes no value";
+    out->emplace_back(name, "");
+    return std::nullopt;
+  }
+  if (!value) {
+    if (*i + 1 >= argc) return std::string(name) + " needs a value";
+    value = argv[++*i];
+  }
+  out->emplace_back(name, std::move(*value));
+  return std::nullopt;
+}
+
+std::string GlobalFlagNames() {
+  std::string names;
+  for (const FlagSpec& f : kGlobalFlags) {
+    if (!names.empty()) names += ", ";
+    names += f.name;
+  }
+  return names;
+}
+
 bool IsSeparator(char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 int HexValue(char c) {
@@ -55,6 +93,27 @@ int HexValue(char c) {
 }
 
 }  // namespace
+
+std::optional<int> ParseLeadingFlags(int argc, char** argv, FlagValues* leading, int* subcommand) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (!arg.starts_with("-") || arg == "-" || arg == "--help" || arg == "-h") break;
+    std::optional<std::string> problem;
+    if (FindSpec({}, FlagName(arg)) == nullptr) {
+      problem = "unknown option '" + std::string(arg) + "' before the subcommand (only the connection options " +
+                GlobalFlagNames() + " go there)";
+    } else {
+      problem = ReadFlag(argc, argv, &i, {}, leading);
+    }
+    if (problem) {
+      std::fprintf(stderr, "kvidx: %s\nRun 'kvidx --help' for usage.\n", problem->c_str());
+      return kExitUsage;
+    }
+  }
+  *subcommand = i;
+  return std::nullopt;
+}
 
 std::optional<int> CommandLine::Parse(int argc, char** argv, std::span<const FlagSpec> flags,
                                       size_t max_positional) {
@@ -74,24 +133,7 @@ std::optional<int> CommandLine::Parse(int argc, char** argv, std::span<const Fla
       std::fputs(kGlobalOptionsHelp, stdout);
       return kExitOk;
     }
-    std::string_view name = arg;
-    std::optional<std::string> value;
-    if (const size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
-      name = arg.substr(0, eq);
-      value = std::string(arg.substr(eq + 1));
-    }
-    const FlagSpec* spec = FindSpec(flags, name);
-    if (spec == nullptr) return UsageError("unknown argument '" + std::string(arg) + "'");
-    if (!spec->takes_value) {
-      if (value) return UsageError(std::string(name) + " takes no value");
-      values_.emplace_back(name, "");
-      continue;
-    }
-    if (!value) {
-      if (i + 1 >= argc) return UsageError(std::string(name) + " needs a value");
-      value = argv[++i];
-    }
-    values_.emplace_back(name, std::move(*value));
+    if (std::optional<std::string> problem = ReadFlag(argc, argv, &i, flags, &values_)) return UsageError(*problem);
   }
   if (positional_.size() > max_positional) {
     return UsageError("unexpected argument '" + positional_[max_positional] + "'");

@@ -3,11 +3,14 @@
 // usage reporting with the CLI's exit codes, aligned tables, and parsers for
 // token lists and block hashes.
 //
-// Global flags (accepted by every server-facing subcommand, anywhere after
-// the subcommand name; see kGlobalOptionsHelp):
+// Global flags (accepted by every server-facing subcommand, before or after
+// the subcommand name as in git and kubectl; see kGlobalOptionsHelp):
 //   --server ADDR (env KVIDX_SERVER, default 127.0.0.1:50051), --tls,
 //   --ca FILE, --cert FILE, --key FILE (any of them implies --tls),
 //   --token-file FILE (env KVIDX_TOKEN_FILE), --timeout-ms N, --json.
+//
+// Flags after the subcommand are parsed after those before it, so when one
+// is given on both sides the one after the subcommand wins.
 //
 // Messages: usage errors print "kvidx <command>: <message>" plus a hint to
 // stderr and return kExitUsage; failed RPCs print "kvidx: <CODE>: <message>"
@@ -26,6 +29,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "client/client.h"
+#include "tools/kvidx/commands.h"
 
 namespace kvidx::cli {
 
@@ -36,11 +40,20 @@ struct FlagSpec {
   bool takes_value = true;
 };
 
+// Parses the global flags that come before the subcommand (`kvidx --server
+// H:P status`) into *leading, stopping at the first word that is not a flag:
+// the subcommand, whose index goes to *subcommand (argc if there is none).
+// Returns kExitUsage after naming the problem (any other flag there, a
+// missing value), nullopt to go on.
+std::optional<int> ParseLeadingFlags(int argc, char** argv, FlagValues* leading, int* subcommand);
+
 class CommandLine {
  public:
   // `command` names the subcommand in messages ("query", "engines add");
-  // `usage` is printed (followed by kGlobalOptionsHelp) for --help.
-  CommandLine(std::string command, const char* usage) : command_(std::move(command)), usage_(usage) {}
+  // `usage` is printed (followed by kGlobalOptionsHelp) for --help;
+  // `leading` are the global flags given before the subcommand.
+  CommandLine(std::string command, const char* usage, const FlagValues& leading)
+      : command_(std::move(command)), usage_(usage), values_(leading) {}
 
   // Parses argv[1..] (argv[0] is the subcommand word) against `flags` and the
   // global flags: "--flag VALUE", "--flag=VALUE", positionals, and "--" to
@@ -78,7 +91,7 @@ class CommandLine {
  private:
   std::string command_;
   const char* usage_;
-  std::vector<std::pair<std::string, std::string>> values_;  // in command-line order
+  FlagValues values_;  // in command-line order
   std::vector<std::string> positional_;
   bool has_admin_credentials_ = false;
 };

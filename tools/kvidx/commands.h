@@ -2,18 +2,26 @@
 //
 // Each subcommand lives in its own file and is registered in the dispatch
 // table in main.cc. A Run* function receives argv starting at the subcommand
-// name (argv[0] == "hash"), writes results to stdout and diagnostics to
-// stderr, and returns one of the exit codes below. Nothing throws.
+// name (argv[0] == "hash") and the global flags written before that name,
+// writes results to stdout and diagnostics to stderr, and returns one of the
+// exit codes below. Nothing throws.
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace kvidx::cli {
+
+// (flag, value) pairs in command-line order; "" for a flag without a value.
+using FlagValues = std::vector<std::pair<std::string, std::string>>;
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;  // the operation failed (server, I/O)
 inline constexpr int kExitUsage = 2;  // bad command line
 
 // kvidx hash: vLLM block hashes of a token sequence (hash_command.cc).
-int RunHash(int argc, char** argv);
+int RunHash(int argc, char** argv, const FlagValues& leading);
 
 // Subcommands that talk to a kvidx server through client::Client. They share
 // the connection flags and output conventions of cli_common.h: aligned
@@ -21,18 +29,18 @@ int RunHash(int argc, char** argv);
 // json_writer.h; hashes and seqs as decimal strings).
 
 // kvidx status: GetStats (status_command.cc).
-int RunStatus(int argc, char** argv);
+int RunStatus(int argc, char** argv, const FlagValues& leading);
 // kvidx watch: GetStats deltas and source states, refreshed (status_command.cc).
-int RunWatch(int argc, char** argv);
+int RunWatch(int argc, char** argv, const FlagValues& leading);
 // kvidx sources: admin ListSources (sources_command.cc).
-int RunSources(int argc, char** argv);
+int RunSources(int argc, char** argv, const FlagValues& leading);
 // kvidx query: FindPrefix by tokens or hashes (query_command.cc).
-int RunQuery(int argc, char** argv);
+int RunQuery(int argc, char** argv, const FlagValues& leading);
 // kvidx block: GetBlock, the owners of one block (query_command.cc).
-int RunBlock(int argc, char** argv);
+int RunBlock(int argc, char** argv, const FlagValues& leading);
 // kvidx snapshot / resync / engines add|remove|list (admin_commands.cc).
-int RunSnapshot(int argc, char** argv);
-int RunResync(int argc, char** argv);
-int RunEngines(int argc, char** argv);
+int RunSnapshot(int argc, char** argv, const FlagValues& leading);
+int RunResync(int argc, char** argv, const FlagValues& leading);
+int RunEngines(int argc, char** argv, const FlagValues& leading);
 
 }  // namespace kvidx::cli

@@ -43,10 +43,14 @@ int UsageError(const std::string& msg) {
 
 }  // namespace
 
-int RunHash(int argc, char** argv) {
+int RunHash(int argc, char** argv, const FlagValues& leading) {
   BlockHasherOptions opts;
   std::optional<std::string> lora, salt, tokens_arg, tokens_file;
   bool json = false;
+  for (const auto& [flag, value] : leading) {
+    if (flag != "--json") return UsageError("works offline and takes no " + flag + " (only --json)");
+    json = true;
+  }
 
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];

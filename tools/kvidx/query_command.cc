@@ -47,8 +47,8 @@ void SeqJson(JsonWriter& w, bool has_seq, uint64_t seq) {
 
 }  // namespace
 
-int RunQuery(int argc, char** argv) {
-  CommandLine cl("query", kQueryUsage);
+int RunQuery(int argc, char** argv, const FlagValues& leading) {
+  CommandLine cl("query", kQueryUsage, leading);
   constexpr FlagSpec kFlags[] = {{"--model"}, {"--tokens"}, {"--tokens-file"}, {"--hashes"},
                                  {"--lora"},  {"--salt"},   {"--replica"},     {"--tier"}};
   if (std::optional<int> rc = cl.Parse(argc, argv, kFlags, 0)) return *rc;
@@ -154,8 +154,8 @@ int RunQuery(int argc, char** argv) {
   return kExitOk;
 }
 
-int RunBlock(int argc, char** argv) {
-  CommandLine cl("block", kBlockUsage);
+int RunBlock(int argc, char** argv, const FlagValues& leading) {
+  CommandLine cl("block", kBlockUsage, leading);
   constexpr FlagSpec kFlags[] = {{"--model"}};
   if (std::optional<int> rc = cl.Parse(argc, argv, kFlags, 1)) return *rc;
   const std::string* model = cl.Get("--model");

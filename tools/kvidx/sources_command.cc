@@ -23,8 +23,8 @@ constexpr char kSourcesUsage[] =
 
 }  // namespace
 
-int RunSources(int argc, char** argv) {
-  CommandLine cl("sources", kSourcesUsage);
+int RunSources(int argc, char** argv, const FlagValues& leading) {
+  CommandLine cl("sources", kSourcesUsage, leading);
   if (std::optional<int> rc = cl.Parse(argc, argv, {}, 0)) return *rc;
   std::unique_ptr<client::Client> client;
   if (std::optional<int> rc = cl.Connect(&client)) return *rc;

@@ -121,8 +121,8 @@ struct SourceLine {
 
 }  // namespace
 
-int RunStatus(int argc, char** argv) {
-  CommandLine cl("status", kStatusUsage);
+int RunStatus(int argc, char** argv, const FlagValues& leading) {
+  CommandLine cl("status", kStatusUsage, leading);
   if (std::optional<int> rc = cl.Parse(argc, argv, {}, 0)) return *rc;
   std::unique_ptr<client::Client> client;
   if (std::optional<int> rc = cl.Connect(&client)) return *rc;
@@ -136,8 +136,8 @@ int RunStatus(int argc, char** argv) {
   return kExitOk;
 }
 
-int RunWatch(int argc, char** argv) {
-  CommandLine cl("watch", kWatchUsage);
+int RunWatch(int argc, char** argv, const FlagValues& leading) {
+  CommandLine cl("watch", kWatchUsage, leading);
   constexpr FlagSpec kFlags[] = {{"--interval-ms"}, {"--count"}};
   if (std::optional<int> rc = cl.Parse(argc, argv, kFlags, 0)) return *rc;
   uint64_t interval_ms = 1000;

@@ -32,10 +32,10 @@
 #include <string>
 #include <vector>
 
-#include "index/block_hasher.h"
 #include "base/status.h"
-#include "ingest/encoder.h"
-#include "ingest/fake_engine.h"
+#include "index/block_hasher.h"
+#include "ingest/testing/encoder.h"
+#include "ingest/testing/fake_engine.h"
 #include "tools/sim/sim_rank.h"
 
 namespace kvidx::sim {

@@ -29,7 +29,7 @@
 
 #include "client/client.h"
 #include "index/block_hasher.h"
-#include "ingest/encoder.h"
+#include "ingest/testing/encoder.h"
 #include "tools/kvidx/json_writer.h"
 #include "tools/sim/fidelity.h"
 #include "tools/sim/fleet.h"

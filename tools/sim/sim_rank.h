@@ -34,11 +34,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "index/block_hasher.h"
 #include "base/status.h"
-#include "ingest/encoder.h"
+#include "index/block_hasher.h"
 #include "ingest/event.h"
-#include "ingest/fake_engine.h"
+#include "ingest/testing/encoder.h"
+#include "ingest/testing/fake_engine.h"
 
 namespace kvidx::sim {
 

@@ -1,4 +1,4 @@
-#include "ingest/fake_engine.h"
+#include "ingest/testing/fake_engine.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>

@@ -40,7 +40,7 @@
 #include <zmq.hpp>
 
 #include "base/status.h"
-#include "ingest/encoder.h"
+#include "ingest/testing/encoder.h"
 
 namespace kvidx::ingest {
 

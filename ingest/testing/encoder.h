@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ingest/decoder.h"
 #include "ingest/event.h"
 
 namespace kvidx::ingest {
@@ -74,9 +75,6 @@ std::string EncodePayload(const EventBatch& batch, const WireEra& era);
 // ---- ZMQ framing (spec §2.3, §2.4) ----------------------------------------
 
 using Frames = std::vector<std::string>;
-
-// The replay stream's end-of-reply sequence number: 8 bytes of 0xff.
-inline constexpr uint64_t kReplayEndSeq = ~uint64_t{0};
 
 // 8-byte big-endian sequence frame.
 std::string EncodeSeq(uint64_t seq);

@@ -5,7 +5,7 @@
 // chosen from the *declared* field count, and unsigned forms for every
 // non-negative integer regardless of the C++ type it came from.
 #include "base/byte_coding.h"
-#include "ingest/encoder.h"
+#include "ingest/testing/encoder.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,0 +1,67 @@
+// Internal to the block index: a shard's overflow owner arrays.
+//
+// A buddy allocator over a chunked word space (u32 offsets). A block of
+// class c holds 2^c owners (2^(c+1) words) at an offset aligned to its
+// size; a chunk is one top-class block. Freeing merges a block with its
+// buddy while the buddy is free, so space freed when owner arrays move up a
+// class (every block gaining owners at once, as replicas warm up) becomes
+// whole chunks again instead of piling up on per-class free lists. Chunks
+// are never unmapped while the pool lives.
+//
+// Readers: any thread, lock-free (At). Writers: the shard's writer only.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+#include "index/internal/ptr_dir.h"
+#include "index/internal/words.h"
+
+namespace kvidx::internal {
+
+inline constexpr uint32_t kPoolChunkBits = 16;                  // 256 KiB of words per chunk
+inline constexpr uint32_t kPoolChunk = 1u << kPoolChunkBits;
+inline constexpr uint32_t kPoolDirSize = 1u << 16;              // the whole u32 offset space
+// Owner arrays hold 2^class owners (class >= 1); a chunk is one block of
+// the top class, split and re-merged buddy-style.
+inline constexpr uint32_t kTopPoolClass = kPoolChunkBits - 1;   // 2^15 owners = one chunk
+inline constexpr uint32_t kMaxOwnerClass = 14;                  // up to 16384 owners per block
+
+// The smallest class that holds `n` owners.
+inline uint32_t OwnerClassFor(uint32_t n) { return n <= 2 ? 1 : static_cast<uint32_t>(std::bit_width(n - 1)); }
+
+class OwnerPool {
+ public:
+  OwnerPool();
+  ~OwnerPool();
+  OwnerPool(const OwnerPool&) = delete;
+  OwnerPool& operator=(const OwnerPool&) = delete;
+
+  // The words at `off`, or nullptr if its chunk does not exist (stale read).
+  AWord* At(uint32_t off) const {
+    AWord* chunk = dir_.Get(off >> kPoolChunkBits);
+    return chunk == nullptr ? nullptr : &chunk[off & (kPoolChunk - 1)];
+  }
+
+  // The offset of a block of 2^cls owners (uninitialised words).
+  uint32_t Alloc(uint32_t cls);
+  // Returns the block of class `cls` at `off`.
+  void Free(uint32_t off, uint32_t cls);
+  uint32_t chunks() const { return chunks_; }
+
+ private:
+  // Free block words: [0] next, [1] prev (kNoId ends), [2] class.
+  void Push(uint32_t off, uint32_t cls);
+  void Unlink(uint32_t off, uint32_t cls);
+  bool IsFree(uint32_t off, uint32_t cls) const;
+
+  PtrDir<AWord> dir_{kPoolDirSize};
+  uint32_t chunks_ = 0;
+  uint32_t free_[kTopPoolClass + 1];   // free-list heads per class
+  // Bit per 4 pool words: a free block starts there (its class is in its
+  // word 2). Lets Free find a free buddy without trusting pool words.
+  std::vector<uint64_t> free_bits_;
+};
+
+}  // namespace kvidx::internal

@@ -1,0 +1,82 @@
+#include "index/internal/table.h"
+
+#include <cstdlib>
+#include <new>
+
+#include "index/internal/ptr_dir.h"
+
+namespace kvidx::internal {
+
+namespace {
+
+inline uint64_t MatchEmptyOrDeleted(uint64_t ctrl) { return ctrl & ~(ctrl << 7) & kMsbs; }
+inline uint8_t CtrlByte(uint64_t word, uint32_t i) { return static_cast<uint8_t>(word >> (8 * i)); }
+inline uint64_t WithCtrlByte(uint64_t word, uint32_t i, uint8_t b) {
+  return (word & ~(uint64_t{0xFF} << (8 * i))) | (uint64_t{b} << (8 * i));
+}
+
+}  // namespace
+
+Table::Table(uint32_t g) : groups_(g), bytes_(size_t{g} * (sizeof(std::atomic<uint64_t>) + 8 * sizeof(AWord))) {
+  mem_ = bytes_ >= kMapBytes ? MapZeroed(bytes_) : ::operator new(bytes_, std::align_val_t{64});
+  ctrl_ = static_cast<std::atomic<uint64_t>*>(mem_);
+  slots_ = reinterpret_cast<AWord*>(ctrl_ + g);
+  for (uint32_t i = 0; i < g; ++i) new (&ctrl_[i]) std::atomic<uint64_t>(kLsbs * kCtrlEmpty);
+  for (uint32_t i = 0; i < g * 8; ++i) new (&slots_[i]) AWord(kNoId);
+}
+
+Table::~Table() {
+  // The atomics are trivially destructible: only the memory goes.
+  if (bytes_ >= kMapBytes) {
+    Unmap(mem_, bytes_);
+  } else {
+    ::operator delete(mem_, std::align_val_t{64});
+  }
+}
+
+uint32_t Table::GroupsFor(const Table* old, uint32_t n) {
+  if (old != nullptr && uint64_t{n} * 16 > uint64_t{old->capacity()} * 7) return old->groups_ * 2;
+  uint32_t groups = 1;
+  while (uint64_t{groups} * 8 * 7 < (uint64_t{n} + 1) * 16) groups <<= 1;
+  return groups;
+}
+
+bool Table::Insert(uint64_t hash, uint32_t id) {
+  uint32_t mask = groups_ - 1;
+  uint32_t g = GroupOf(hash, groups_);
+  for (uint32_t step = 0;; ++step) {
+    uint64_t ctrl = ctrl_[g].load(std::memory_order_relaxed);
+    uint64_t m = MatchEmptyOrDeleted(ctrl);
+    if (m != 0) {
+      uint32_t i = LowestByte(m);
+      St(slots_[g * 8 + i], id);
+      ctrl_[g].store(WithCtrlByte(ctrl, i, TagOf(hash)), std::memory_order_relaxed);
+      return CtrlByte(ctrl, i) == kCtrlEmpty;
+    }
+    g = (g + step + 1) & mask;
+  }
+}
+
+bool Table::Erase(uint64_t hash, uint32_t id) {
+  uint32_t mask = groups_ - 1;
+  uint32_t g = GroupOf(hash, groups_);
+  uint8_t tag = TagOf(hash);
+  for (uint32_t step = 0; step < groups_; ++step) {
+    uint64_t ctrl = ctrl_[g].load(std::memory_order_relaxed);
+    for (uint64_t m = MatchTag(ctrl, tag); m != 0; m &= m - 1) {
+      uint32_t i = LowestByte(m);
+      if (Ld(slots_[g * 8 + i]) != id) continue;
+      // A group that still has an empty slot never made a probe continue
+      // past it, so the slot can become empty again; otherwise tombstone.
+      bool empty_ok = MatchEmpty(ctrl) != 0;
+      ctrl_[g].store(WithCtrlByte(ctrl, i, empty_ok ? kCtrlEmpty : kCtrlDeleted), std::memory_order_relaxed);
+      St(slots_[g * 8 + i], kNoId);
+      return empty_ok;
+    }
+    if (MatchEmpty(ctrl) != 0) break;
+    g = (g + step + 1) & mask;
+  }
+  std::abort();  // a live record must be in the table
+}
+
+}  // namespace kvidx::internal
