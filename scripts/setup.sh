@@ -11,6 +11,8 @@ PKGS=(
   librocksdb-dev libssl-dev prometheus-cpp-dev libspdlog-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev
   nlohmann-json3-dev                  # kvidx-bench w2 reads JSONL traces
+  libcurl4-openssl-dev                # engine /metrics scrapes (ingest/load_scraper)
+  libcivetweb-dev                     # HTTP server of the scraper tests (prometheus-cpp serves with it too)
   openssl curl                        # test certificates (TLS tests), /metrics checks
   prometheus python3-yaml             # promtool + a real Prometheus (deploy checks), YAML lint
 )

@@ -1,0 +1,151 @@
+// LoadScraper against a real HTTP server on 127.0.0.1 (civetweb, the server
+// library prometheus-cpp itself serves /metrics with): vLLM's gauges per DP
+// rank, and every way an engine's endpoint can fail -- refused, 500, too
+// slow, too big, not Prometheus text -- counted, never a crash, the last
+// good reading kept with its age.
+#include "ingest/load_scraper.h"
+
+#include <civetweb.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace kvidx::ingest {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr char kVllmBody[] =
+    "# TYPE vllm:num_requests_running gauge\n"
+    "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3.0\n"
+    "vllm:num_requests_running{engine=\"1\",model_name=\"m\"} 1.0\n"
+    "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 2.0\n"
+    "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.5\n";
+
+class HttpServer {
+ public:
+  HttpServer() {
+    const char* options[] = {"listening_ports", "127.0.0.1:0", "num_threads", "8", nullptr};
+    ctx_ = mg_start(nullptr, nullptr, options);
+    mg_server_port ports[1];
+    port_ = mg_get_server_ports(ctx_, 1, ports) == 1 ? ports[0].port : 0;
+    mg_set_request_handler(ctx_, "/", &HttpServer::Handle, this);
+  }
+  ~HttpServer() { mg_stop(ctx_); }
+  std::string Url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  std::atomic<int> mode{0};  // /flaky: 0 = ok, 1 = 503
+
+ private:
+  static int Handle(mg_connection* c, void* self) {
+    auto* s = static_cast<HttpServer*>(self);
+    const std::string uri = mg_get_request_info(c)->local_uri;
+    if (uri == "/metrics" || (uri == "/flaky" && s->mode.load() == 0)) return Reply(c, 200, kVllmBody);
+    if (uri == "/flaky" || uri == "/500") return Reply(c, uri == "/500" ? 500 : 503, "down\n");
+    if (uri == "/slow") {
+      std::this_thread::sleep_for(1500ms);
+      return Reply(c, 200, kVllmBody);
+    }
+    if (uri == "/huge") return Reply(c, 200, std::string(8u << 20, '#'));
+    if (uri == "/html") return Reply(c, 200, "<html><body>It works</body></html>\n");
+    return Reply(c, 404, "no\n");
+  }
+  static int Reply(mg_connection* c, int code, const std::string& body) {
+    mg_printf(c, "HTTP/1.1 %d X\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+              code, body.size());
+    mg_write(c, body.data(), body.size());
+    return code;
+  }
+  mg_context* ctx_ = nullptr;
+  int port_ = 0;
+};
+
+LoadScraper::Options Fast() {
+  LoadScraper::Options o;
+  o.interval = 50ms;
+  o.timeout = 300ms;
+  o.max_body_bytes = 1u << 20;
+  return o;
+}
+
+TEST(LoadScraper, ReadsEachRankOfAnEngine) {
+  HttpServer http;
+  LoadScraper s(Fast());
+  s.SetTargets({{"a", http.Url("/metrics")}});
+  s.ScrapeOnce();
+  std::optional<LoadScraper::Reading> r0 = s.Get("a", 0);
+  ASSERT_TRUE(r0.has_value());
+  EXPECT_EQ(r0->load.running, 3.0);
+  EXPECT_EQ(r0->load.waiting, 2.0);
+  EXPECT_EQ(r0->load.kv_usage, 0.5);
+  EXPECT_EQ(s.Get("a", 1)->load.running, 1.0);
+  EXPECT_FALSE(s.Get("a", 2).has_value());
+  EXPECT_FALSE(s.Get("b", 0).has_value());
+  EXPECT_EQ(s.stats().at("a").scrapes_ok, 1u);
+}
+
+TEST(LoadScraper, EveryFailureIsCountedAndNamed) {
+  HttpServer http;
+  LoadScraper s(Fast());
+  s.SetTargets({{"e500", http.Url("/500")},
+                {"slow", http.Url("/slow")},
+                {"huge", http.Url("/huge")},
+                {"html", http.Url("/html")},
+                {"refused", "http://127.0.0.1:1/metrics"},
+                {"ftp", "ftp://127.0.0.1/metrics"}});
+  const auto t0 = std::chrono::steady_clock::now();
+  s.ScrapeOnce();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1200ms) << "targets must be scraped in parallel, each bounded";
+  auto st = s.stats();
+  EXPECT_EQ(st.at("e500").last_error, "HTTP 500");
+  EXPECT_NE(st.at("slow").last_error.find("imeout"), std::string::npos) << st.at("slow").last_error;
+  EXPECT_NE(st.at("huge").last_error.find("body over"), std::string::npos) << st.at("huge").last_error;
+  EXPECT_FALSE(st.at("refused").last_error.empty());
+  EXPECT_FALSE(st.at("ftp").last_error.empty());
+  for (const char* t : {"e500", "slow", "huge", "refused", "ftp"}) {
+    EXPECT_EQ(st.at(t).scrapes_failed, 1u) << t;
+    EXPECT_FALSE(s.Get(t, 0).has_value()) << t;
+  }
+  // Not Prometheus text: a good scrape with nothing in it, its lines counted.
+  EXPECT_EQ(st.at("html").scrapes_ok, 1u);
+  EXPECT_EQ(st.at("html").bad_lines, 1u);
+  EXPECT_FALSE(s.Get("html", 0).has_value());
+}
+
+TEST(LoadScraper, AFailingEngineKeepsItsLastReadingWhichAges) {
+  HttpServer http;
+  LoadScraper s(Fast());
+  s.SetTargets({{"a", http.Url("/flaky")}});
+  s.ScrapeOnce();
+  ASSERT_TRUE(s.Get("a", 0).has_value());
+  http.mode = 1;
+  std::this_thread::sleep_for(20ms);
+  s.ScrapeOnce();
+  std::optional<LoadScraper::Reading> r = s.Get("a", 0);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_GE(r->age, 20ms);
+  EXPECT_EQ(s.stats().at("a").last_error, "HTTP 503");
+  // Retargeted elsewhere: the old reading is not carried over.
+  s.SetTargets({{"a", http.Url("/metrics?other")}});
+  EXPECT_FALSE(s.Get("a", 0).has_value());
+  s.SetTargets({});
+  EXPECT_TRUE(s.stats().empty());
+}
+
+TEST(LoadScraper, TheBackgroundThreadKeepsReadingsFresh) {
+  HttpServer http;
+  LoadScraper s(Fast());
+  s.SetTargets({{"a", http.Url("/metrics")}});
+  s.Start();
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (s.stats().at("a").scrapes_ok < 3 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(10ms);
+  EXPECT_GE(s.stats().at("a").scrapes_ok, 3u);
+  s.Stop();
+  s.Stop();  // idempotent
+}
+
+}  // namespace
+}  // namespace kvidx::ingest
