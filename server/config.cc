@@ -208,7 +208,7 @@ bool SameEngine(const EngineEntry& a, const EngineEntry& b) {
   const ingest::EngineConfig& y = b.engine;
   return x.replica == y.replica && x.model == y.model && x.endpoint == y.endpoint &&
          x.replay_endpoint == y.replay_endpoint && x.data_parallel_size == y.data_parallel_size &&
-         x.topic == y.topic && x.mode == y.mode && a.gpu_blocks == b.gpu_blocks;
+         x.topic == y.topic && x.mode == y.mode && a.gpu_blocks == b.gpu_blocks && a.metrics_url == b.metrics_url;
 }
 
 // Sees only where each document starts. Used to count documents without
@@ -542,6 +542,15 @@ Status ConfigParser::ReadEngine(const Value& v, EngineEntry* e) {
          return Status::Ok();
        }},
       {"gpu_blocks", Int(0, kUint64Max, &e->gpu_blocks)},
+      {"metrics_url",
+       [this, e](const Value& f) {
+         if (Status s = ReadString(f, &e->metrics_url); !s.ok()) return s;
+         const std::string& u = e->metrics_url;
+         if (!u.empty() && u.rfind("http://", 0) != 0 && u.rfind("https://", 0) != 0) {
+           return Error(f, "must be an http:// or https:// URL, got " + Quote(u));
+         }
+         return Status::Ok();
+       }},
   });
 }
 
@@ -574,6 +583,15 @@ Status ConfigParser::ReadTop(const Value& v, ServerConfig* c) {
              {"every_batches", Int(0, kUint64Max, &s.every_batches)},
              {"on_shutdown", Bool(&s.on_shutdown)},
              {"sync", Bool(&s.sync)},
+         });
+       }},
+      {"routing",
+       [this, c](const Value& f) {
+         RoutingConfig& r = c->routing;
+         return ReadMap(f, {
+             {"scrape_interval_ms", Int(10, kOneHourMs, &r.scrape_interval_ms)},
+             {"scrape_timeout_ms", Int(10, kOneHourMs, &r.scrape_timeout_ms)},
+             {"stale_after_ms", Int(10, kOneHourMs, &r.stale_after_ms)},
          });
        }},
       {"ingest",

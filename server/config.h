@@ -104,6 +104,16 @@ struct ModelConfig {
 struct EngineEntry {
   ingest::EngineConfig engine;
   uint64_t gpu_blocks = 0;  // vLLM num_gpu_blocks per rank; 0 = unknown
+  std::string metrics_url;  // the engine's Prometheus /metrics (http or https); "" = not scraped
+};
+
+// Route's engine-load signal (docs/ROUTING.md).
+struct RoutingConfig {
+  uint32_t scrape_interval_ms = 1000;
+  uint32_t scrape_timeout_ms = 500;
+  // A reading older than this no longer counts; from twice the interval it
+  // fades linearly to nothing here.
+  uint32_t stale_after_ms = 5000;
 };
 
 struct LogConfig {
@@ -128,6 +138,7 @@ struct ServerConfig {
   OnCorruptData on_corrupt = OnCorruptData::kFail;
   SnapshotConfig snapshot;
   IngestConfig ingest;
+  RoutingConfig routing;
   LogConfig log;
   std::vector<ModelConfig> models;
   std::vector<EngineEntry> engines;

@@ -21,7 +21,21 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
-Node::Node(const ServerConfig& config) : config_(config), sink_(&index_, &sources_, &tiers_) {}
+namespace {
+
+ingest::LoadScraper::Options ScrapeOptions(const RoutingConfig& r) {
+  ingest::LoadScraper::Options o;
+  o.interval = std::chrono::milliseconds(r.scrape_interval_ms);
+  o.timeout = std::chrono::milliseconds(r.scrape_timeout_ms);
+  return o;
+}
+
+}  // namespace
+
+Node::Node(const ServerConfig& config)
+    : config_(config),
+      sink_(&index_, &sources_, &tiers_),
+      scraper_(std::make_unique<ingest::LoadScraper>(ScrapeOptions(config.routing))) {}
 
 Node::~Node() { Stop(); }
 
@@ -130,11 +144,21 @@ Status Node::Start() {
     std::vector<std::string> names;
     if (Status s = AddEngineLocked(e, &names); !s.ok()) return s;
   }
+  scraper_->Start();
   return Status::Ok();
 }
 
 void Node::Stop() {
+  if (scraper_) scraper_->Stop();
   if (ingester_) ingester_->Stop();
+}
+
+void Node::UpdateScrapeTargetsLocked() {
+  std::vector<ingest::ScrapeTarget> targets;
+  for (const auto& [replica, entry] : engines_) {
+    if (!entry.metrics_url.empty()) targets.push_back({replica, entry.metrics_url});
+  }
+  scraper_->SetTargets(std::move(targets));
 }
 
 const ModelRuntime* Node::FindModel(std::string_view name) const {
@@ -182,6 +206,7 @@ Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>*
   }
   engines_[e.replica] = entry;
   claims_ = std::move(claims);
+  UpdateScrapeTargetsLocked();
   return Status::Ok();
 }
 
@@ -202,6 +227,7 @@ Status Node::RemoveEngine(std::string_view replica) {
   if (it == engines_.end()) return Status::NotFound("replica \"" + std::string(replica) + "\" is not configured");
   if (Status s = ingester_->RemoveEngine(replica); !s.ok()) return s;
   engines_.erase(it);
+  UpdateScrapeTargetsLocked();
   // Rebuilt rather than edited: a claim does not record which engine's
   // stream it is, and removal is rare.
   claims_ = EngineClaims();

@@ -39,6 +39,7 @@
 #include "index/tier.h"
 #include "ingest/index_sink.h"
 #include "ingest/ingester.h"
+#include "ingest/load_scraper.h"
 #include "ingest/source_stats.h"
 #include "server/config.h"
 #include "server/snapshot_outcome.h"
@@ -88,6 +89,10 @@ class Node {
   const TierRegistry& tiers() const { return tiers_; }
   const ingest::IndexSink& sink() const { return sink_; }
   const ingest::Ingester& ingester() const { return *ingester_; }
+  // Engines' /metrics readings (engines with a metrics_url), and how long
+  // one stays trustworthy.
+  const ingest::LoadScraper& load() const { return *scraper_; }
+  const RoutingConfig& routing() const { return config_.routing; }
 
   // --- Control ---------------------------------------------------------------
   // Adds an engine (all DP ranks); returns the source names. Run-time
@@ -119,6 +124,7 @@ class Node {
   explicit Node(const ServerConfig& config);
   Status Restore();
   Status AddEngineLocked(const EngineEntry& engine, std::vector<std::string>* names);
+  void UpdateScrapeTargetsLocked();
 
   const ServerConfig config_;
   TierRegistry tiers_;
@@ -127,6 +133,7 @@ class Node {
   ingest::IndexSink sink_;
   std::unique_ptr<ingest::Ingester> ingester_;
   std::unique_ptr<snapshot::SnapshotStore> store_;
+  std::unique_ptr<ingest::LoadScraper> scraper_;
   std::vector<std::unique_ptr<ModelRuntime>> models_;
 
   mutable std::mutex control_mu_;  // engines_, restored_, started_; serialises control calls

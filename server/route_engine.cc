@@ -108,10 +108,26 @@ Status RouteEngine::Candidates(const RouteQuery& q, const ModelRuntime& model, c
   return Status::Ok();
 }
 
+double ScrapeWeight(const RoutingConfig& r, std::chrono::steady_clock::duration age) {
+  const double ms = std::chrono::duration<double, std::milli>(age).count();
+  const double fresh = 2.0 * r.scrape_interval_ms;
+  const double stale = r.stale_after_ms;
+  if (ms >= stale) return 0;
+  if (ms <= fresh || stale <= fresh) return 1;
+  return (stale - ms) / (stale - fresh);
+}
+
 void RouteEngine::AddLoadSignals(std::span<const BlockKey> keys, std::vector<RouteCandidate>* c,
                                  Clock::time_point now) {
+  const Node& node = queries_->node();
   for (RouteCandidate& x : *c) {
     RouteSignals& s = x.signals;
+    if (std::optional<ingest::LoadScraper::Reading> r = node.load().Get(x.replica, x.dp_rank, now)) {
+      s.running = r->load.running.value_or(0);
+      s.waiting = r->load.waiting.value_or(0);
+      s.kv_usage = r->load.kv_usage.value_or(0);
+      s.scrape_weight = ScrapeWeight(node.routing(), r->age);
+    }
     const uint32_t known = s.gpu_blocks + s.cpu_blocks + s.storage_blocks;
     s.predicted_blocks = tracker_.PredictedRun(x.source, keys, known, now);
     const RouteTracker::InFlight f = tracker_.InFlightOn(x.source, now);

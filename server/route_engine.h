@@ -3,8 +3,9 @@
 // Route gathers, for every candidate rank of the model (every source of the
 // named replicas, or of the whole model), what the index holds of the
 // prompt (GPU, CPU and storage prefixes, via QueryEngine and the index),
-// what RouteTracker predicts and counts in flight there, and how long ago
-// the rank joined or its engine restarted; RoutePolicy picks the rank; the
+// what RouteTracker predicts and counts in flight there, the engine's
+// scraped load (Node::load(), weighted by its age), and how long ago the
+// rank joined or its engine restarted; RoutePolicy picks the rank; the
 // route is recorded (predictions, in-flight) and its id returned.
 // RouteDone ends a route and returns what was expected of it.
 //
@@ -36,6 +37,10 @@
 namespace kvidx::server {
 
 inline constexpr uint32_t kMaxRouteSiblings = 1024;
+
+// How much a load reading of this age counts (1 fresh .. 0 stale): full up
+// to twice the scrape interval, fading linearly to nothing at stale_after.
+double ScrapeWeight(const RoutingConfig& routing, std::chrono::steady_clock::duration age);
 inline constexpr uint32_t kMaxExpectedOutputTokens = 1u << 24;
 
 struct RouteQuery {

@@ -640,3 +640,33 @@ TEST(ConfigTest, EachEngineFieldCountsAsAChange) {
 
 }  // namespace
 }  // namespace kvidx::server
+
+namespace kvidx::server {
+namespace {
+
+TEST(RoutingConfig, MetricsUrlAndScrapeSettings) {
+  const ServerConfig c = MustParse(R"(
+routing: {scrape_interval_ms: 250, scrape_timeout_ms: 100, stale_after_ms: 2000}
+models: [{name: m}]
+engines:
+  - {replica: a, model: m, endpoint: "tcp://h:5", metrics_url: "http://vllm-a:8000/metrics"}
+  - {replica: b, model: m, endpoint: "tcp://h:6"}
+)");
+  EXPECT_EQ(c.routing.scrape_interval_ms, 250u);
+  EXPECT_EQ(c.routing.scrape_timeout_ms, 100u);
+  EXPECT_EQ(c.routing.stale_after_ms, 2000u);
+  EXPECT_EQ(c.engines[0].metrics_url, "http://vllm-a:8000/metrics");
+  EXPECT_EQ(c.engines[1].metrics_url, "");
+  EXPECT_EQ(ServerConfig{}.routing.scrape_interval_ms, 1000u);
+}
+
+TEST(RoutingConfig, BadValuesNameTheField) {
+  EXPECT_THAT(ErrorOf("models: [{name: m}]\nengines:\n  - {replica: a, model: m, endpoint: \"tcp://h:5\", "
+                       "metrics_url: \"ftp://x/metrics\"}\n"),
+              ::testing::HasSubstr("metrics_url"));
+  EXPECT_THAT(ErrorOf("routing: {scrape_interval_ms: 0}\n"), ::testing::HasSubstr("scrape_interval_ms"));
+  EXPECT_THAT(ErrorOf("routing: {bogus: 1}\n"), ::testing::HasSubstr("bogus"));
+}
+
+}  // namespace
+}  // namespace kvidx::server

@@ -1,11 +1,8 @@
-// LoadScraper against a real HTTP server on 127.0.0.1 (civetweb, the server
-// library prometheus-cpp itself serves /metrics with): vLLM's gauges per DP
+// LoadScraper against a real HTTP server on 127.0.0.1 (HttpTestServer): vLLM's gauges per DP
 // rank, and every way an engine's endpoint can fail -- refused, 500, too
 // slow, too big, not Prometheus text -- counted, never a crash, the last
 // good reading kept with its age.
 #include "ingest/load_scraper.h"
-
-#include <civetweb.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,8 +11,12 @@
 
 #include <gtest/gtest.h>
 
+#include "common/http_test_server.h"
+
 namespace kvidx::ingest {
 namespace {
+
+using kvidx::testing::HttpTestServer;
 
 using namespace std::chrono_literals;
 
@@ -26,43 +27,6 @@ constexpr char kVllmBody[] =
     "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 2.0\n"
     "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.5\n";
 
-class HttpServer {
- public:
-  HttpServer() {
-    const char* options[] = {"listening_ports", "127.0.0.1:0", "num_threads", "8", nullptr};
-    ctx_ = mg_start(nullptr, nullptr, options);
-    mg_server_port ports[1];
-    port_ = mg_get_server_ports(ctx_, 1, ports) == 1 ? ports[0].port : 0;
-    mg_set_request_handler(ctx_, "/", &HttpServer::Handle, this);
-  }
-  ~HttpServer() { mg_stop(ctx_); }
-  std::string Url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
-  std::atomic<int> mode{0};  // /flaky: 0 = ok, 1 = 503
-
- private:
-  static int Handle(mg_connection* c, void* self) {
-    auto* s = static_cast<HttpServer*>(self);
-    const std::string uri = mg_get_request_info(c)->local_uri;
-    if (uri == "/metrics" || (uri == "/flaky" && s->mode.load() == 0)) return Reply(c, 200, kVllmBody);
-    if (uri == "/flaky" || uri == "/500") return Reply(c, uri == "/500" ? 500 : 503, "down\n");
-    if (uri == "/slow") {
-      std::this_thread::sleep_for(1500ms);
-      return Reply(c, 200, kVllmBody);
-    }
-    if (uri == "/huge") return Reply(c, 200, std::string(8u << 20, '#'));
-    if (uri == "/html") return Reply(c, 200, "<html><body>It works</body></html>\n");
-    return Reply(c, 404, "no\n");
-  }
-  static int Reply(mg_connection* c, int code, const std::string& body) {
-    mg_printf(c, "HTTP/1.1 %d X\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-              code, body.size());
-    mg_write(c, body.data(), body.size());
-    return code;
-  }
-  mg_context* ctx_ = nullptr;
-  int port_ = 0;
-};
-
 LoadScraper::Options Fast() {
   LoadScraper::Options o;
   o.interval = 50ms;
@@ -72,7 +36,8 @@ LoadScraper::Options Fast() {
 }
 
 TEST(LoadScraper, ReadsEachRankOfAnEngine) {
-  HttpServer http;
+  HttpTestServer http;
+  http.Set("/metrics", 200, kVllmBody);
   LoadScraper s(Fast());
   s.SetTargets({{"a", http.Url("/metrics")}});
   s.ScrapeOnce();
@@ -88,7 +53,10 @@ TEST(LoadScraper, ReadsEachRankOfAnEngine) {
 }
 
 TEST(LoadScraper, EveryFailureIsCountedAndNamed) {
-  HttpServer http;
+  HttpTestServer http;
+  http.Set("/500", 500, "down\n");
+  http.Set("/slow", 200, kVllmBody);
+  http.Set("/html", 200, "<html><body>It works</body></html>\n");
   LoadScraper s(Fast());
   s.SetTargets({{"e500", http.Url("/500")},
                 {"slow", http.Url("/slow")},
@@ -116,12 +84,13 @@ TEST(LoadScraper, EveryFailureIsCountedAndNamed) {
 }
 
 TEST(LoadScraper, AFailingEngineKeepsItsLastReadingWhichAges) {
-  HttpServer http;
+  HttpTestServer http;
+  http.Set("/flaky", 200, kVllmBody);
   LoadScraper s(Fast());
   s.SetTargets({{"a", http.Url("/flaky")}});
   s.ScrapeOnce();
   ASSERT_TRUE(s.Get("a", 0).has_value());
-  http.mode = 1;
+  http.Set("/flaky", 503, "down\n");
   std::this_thread::sleep_for(20ms);
   s.ScrapeOnce();
   std::optional<LoadScraper::Reading> r = s.Get("a", 0);
@@ -136,7 +105,8 @@ TEST(LoadScraper, AFailingEngineKeepsItsLastReadingWhichAges) {
 }
 
 TEST(LoadScraper, TheBackgroundThreadKeepsReadingsFresh) {
-  HttpServer http;
+  HttpTestServer http;
+  http.Set("/metrics", 200, kVllmBody);
   LoadScraper s(Fast());
   s.SetTargets({{"a", http.Url("/metrics")}});
   s.Start();

@@ -3,6 +3,8 @@
 // sets, RouteDone's bookkeeping and every refused input.
 #include <set>
 
+#include "common/http_test_server.h"
+#include "server/route_engine.h"
 #include "server/server_test_util.h"
 
 namespace kvidx::server::testing {
@@ -16,6 +18,9 @@ class RouteTest : public ::testing::Test {
     ASSERT_TRUE(a_ && b_);
     ServerConfig cfg = TestConfig(dir_, /*persistent=*/false);
     cfg.engines = {EngineFor(*a_), EngineFor(*b_)};
+    cfg.engines[0].metrics_url = http_.Url("/a/metrics");
+    cfg.routing.scrape_interval_ms = 50;
+    cfg.routing.stale_after_ms = 400;
     rs_ = StartServer(cfg);
     ASSERT_NE(rs_.server, nullptr);
   }
@@ -47,10 +52,58 @@ class RouteTest : public ::testing::Test {
     return req;
   }
 
+  kvidx::testing::HttpTestServer http_;
   TempDir dir_;
   std::unique_ptr<sim::SimRank> a_, b_;
   RunningServer rs_;
 };
+
+TEST_F(RouteTest, AScrapedHotSpotLosesItsAffinity) {
+  const std::vector<int64_t> prompt = Prompt(9, 16 * 8 + 3);
+  Serve(*a_, std::vector<int64_t>(prompt.begin(), prompt.begin() + 16 * 8));
+  v1::RouteResponse resp;
+  ASSERT_TRUE(Route(TokensRequest(prompt), &resp).ok());
+  EXPECT_EQ(resp.replica(), "a") << resp.DebugString();
+  EXPECT_EQ(resp.reason(), v1::ROUTE_REASON_AFFINITY);
+  // vLLM on replica a reports a deep queue and a full batch.
+  http_.Set("/a/metrics", 200,
+            "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 256\n"
+            "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 40\n"
+            "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.97\n");
+  ASSERT_TRUE(WaitFor([&] {
+    return Route(TokensRequest(prompt), &resp).ok() && resp.reason() == v1::ROUTE_REASON_LOAD;
+  })) << resp.DebugString();
+  EXPECT_EQ(resp.replica(), "b");
+  const v1::RouteCandidate& hot = resp.candidates(1);
+  EXPECT_EQ(hot.replica(), "a");
+  EXPECT_EQ(hot.gpu_blocks(), 8u);
+  EXPECT_GT(hot.queued_tokens(), 0);
+  EXPECT_GT(hot.kv_factor(), 1.0);
+  // The engine's endpoint fails: the reading ages out (stale_after_ms) and
+  // stops weighing on a; only kvidx's own accounting is left.
+  http_.Set("/a/metrics", 500, "down\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  ASSERT_TRUE(Route(TokensRequest(prompt), &resp).ok());
+  for (const v1::RouteCandidate& c : resp.candidates()) {
+    if (c.replica() != "a") continue;
+    EXPECT_EQ(c.kv_factor(), 1.0) << resp.DebugString();
+    EXPECT_LT(c.queued_tokens(), 40 * 2048) << resp.DebugString();
+  }
+}
+
+TEST(ScrapeWeight, FullWhileFreshThenFadingToNothing) {
+  RoutingConfig r;
+  r.scrape_interval_ms = 1000;
+  r.stale_after_ms = 5000;
+  using std::chrono::milliseconds;
+  EXPECT_EQ(ScrapeWeight(r, milliseconds(0)), 1.0);
+  EXPECT_EQ(ScrapeWeight(r, milliseconds(2000)), 1.0);
+  EXPECT_DOUBLE_EQ(ScrapeWeight(r, milliseconds(3500)), 0.5);
+  EXPECT_EQ(ScrapeWeight(r, milliseconds(5000)), 0.0);
+  r.stale_after_ms = 1500;  // shorter than two intervals: a step
+  EXPECT_EQ(ScrapeWeight(r, milliseconds(1499)), 1.0);
+  EXPECT_EQ(ScrapeWeight(r, milliseconds(1500)), 0.0);
+}
 
 TEST_F(RouteTest, ThePrefixHolderWinsAndEveryRankIsScored) {
   const std::vector<int64_t> prompt = Prompt(1, 16 * 8 + 3);
