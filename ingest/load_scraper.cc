@@ -90,6 +90,7 @@ void LoadScraper::ScrapeOnce() {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [replica, s] : targets_) fetches.push_back(Fetch{replica, s.url, {}, {}});
   }
+  if (fetches.empty()) return;
   fetches = FetchAll(std::move(fetches));
   const Clock::time_point at = Clock::now();
   for (const Fetch& f : fetches) Record(f, at);

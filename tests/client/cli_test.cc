@@ -104,6 +104,33 @@ TEST_F(CliTest, SourcesJsonNeedsToken) {
   EXPECT_EQ(anon.err.rfind("kvidx: UNAUTHENTICATED: ", 0), 0u) << anon.err;
 }
 
+TEST_F(CliTest, RouteJsonAndTable) {
+  StartServer(true, {StorePayload(1000, 3)});
+  ASSERT_TRUE(WaitMatched({1000, 1001, 1002}, "r1", 3));
+  CliResult r = RunKvidx("route --json --done --model m --hashes 1000,1001,1002 --prompt-tokens 50 --server " +
+                         Target());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  JsonValue v = ParseJson(r.out);
+  EXPECT_EQ(v["source"].text, "r1/dp0");
+  EXPECT_EQ(v["reason"].text, "affinity");
+  EXPECT_EQ(v["prompt_tokens"].as_int(), 50);
+  EXPECT_TRUE(v["route_id"].is_string()) << r.out;
+  ASSERT_EQ(v["candidates"].items.size(), 1u) << r.out;
+  EXPECT_EQ(v["candidates"].items[0]["gpu_blocks"].as_int(), 3);
+
+  r = RunKvidx("route --model m --hashes 1000,1001 --server " + Target());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("to r1/dp0 (reason affinity)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("warmup_x"), std::string::npos) << r.out;
+
+  r = RunKvidx("route --model m --hashes 1000 --n 99999 --server " + Target());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("INVALID_ARGUMENT: n: "), std::string::npos) << r.err;
+  r = RunKvidx("route --model m --server " + Target());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("missing --tokens"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, QueryJson) {
   const std::vector<int64_t> prompt = Iota(100, 48);
   StartServer(true, {StorePayload(1000, 3), TokenStorePayload(prompt)});

@@ -38,6 +38,8 @@ int RunSources(int argc, char** argv, const FlagValues& leading);
 int RunQuery(int argc, char** argv, const FlagValues& leading);
 // kvidx block: GetBlock, the owners of one block (query_command.cc).
 int RunBlock(int argc, char** argv, const FlagValues& leading);
+// kvidx route: Route, the chosen rank and every candidate's cost (route_command.cc).
+int RunRoute(int argc, char** argv, const FlagValues& leading);
 // kvidx snapshot / resync / engines add|remove|list (admin_commands.cc).
 int RunSnapshot(int argc, char** argv, const FlagValues& leading);
 int RunResync(int argc, char** argv, const FlagValues& leading);

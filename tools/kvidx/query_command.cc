@@ -9,26 +9,25 @@
 #include "tools/kvidx/cli_common.h"
 #include "tools/kvidx/commands.h"
 #include "tools/kvidx/json_writer.h"
+#include "tools/kvidx/prompt_flags.h"
 
 namespace kvidx::cli {
 
 namespace {
 
-constexpr char kQueryUsage[] =
-    "usage: kvidx query --model M (--tokens 1,2,... | --tokens-file F | --hashes H1,H2,...)\n"
-    "                   [--lora NAME] [--salt S] [--replica R ...] [--tier T ...]\n"
-    "\n"
-    "Prints, per replica and DP rank holding block 0, how many leading blocks of\n"
-    "the prompt it holds on GPU and on GPU or a lower tier.\n"
-    "  --model        model name as configured on the server (required)\n"
-    "  --tokens       comma-separated token ids (the server hashes them)\n"
-    "  --tokens-file  file of token ids separated by commas or whitespace\n"
-    "  --hashes       comma-separated block hashes: decimal uint64 (integer form)\n"
-    "                 or 0x + 32/64 hex digits (16/32-byte digest form)\n"
-    "  --lora         LoRA adapter name (token queries)\n"
-    "  --salt         cache_salt (token queries)\n"
-    "  --replica      only this replica (repeatable)\n"
-    "  --tier         admit only this lower tier, e.g. CPU (repeatable; default all)\n";
+const std::string& QueryUsage() {
+  static const std::string usage =
+      std::string("usage: kvidx query --model M (--tokens 1,2,... | --tokens-file F | --hashes H1,H2,...)\n"
+                  "                   [--lora NAME] [--salt S] [--replica R ...] [--tier T ...]\n"
+                  "\n"
+                  "Prints, per replica and DP rank holding block 0, how many leading blocks of\n"
+                  "the prompt it holds on GPU and on GPU or a lower tier.\n"
+                  "  --model        model name as configured on the server (required)\n") +
+      kPromptFlagsUsage +
+      "  --replica      only this replica (repeatable)\n"
+      "  --tier         admit only this lower tier, e.g. CPU (repeatable; default all)\n";
+  return usage;
+}
 
 constexpr char kBlockUsage[] =
     "usage: kvidx block --model M HASH\n"
@@ -48,56 +47,24 @@ void SeqJson(JsonWriter& w, bool has_seq, uint64_t seq) {
 }  // namespace
 
 int RunQuery(int argc, char** argv, const FlagValues& leading) {
-  CommandLine cl("query", kQueryUsage, leading);
+  CommandLine cl("query", QueryUsage().c_str(), leading);
   constexpr FlagSpec kFlags[] = {{"--model"}, {"--tokens"}, {"--tokens-file"}, {"--hashes"},
                                  {"--lora"},  {"--salt"},   {"--replica"},     {"--tier"}};
   if (std::optional<int> rc = cl.Parse(argc, argv, kFlags, 0)) return *rc;
   const std::string* model = cl.Get("--model");
   if (model == nullptr || model->empty()) return cl.UsageError("missing --model");
-  const int sources = cl.Has("--tokens") + cl.Has("--tokens-file") + cl.Has("--hashes");
-  if (sources == 0) return cl.UsageError("missing --tokens, --tokens-file or --hashes");
-  if (sources > 1) return cl.UsageError("give only one of --tokens, --tokens-file and --hashes");
-
   v1::FindPrefixRequest req;
   req.set_model(*model);
   for (const std::string& r : cl.GetAll("--replica")) req.add_replicas(r);
   for (const std::string& t : cl.GetAll("--tier")) req.add_tiers(t);
-  if (const std::string* hashes = cl.Get("--hashes")) {
-    if (cl.Has("--lora") || cl.Has("--salt")) return cl.UsageError("--lora and --salt apply to token queries only");
-    v1::BlockHashes* h = req.mutable_hashes();
-    std::string_view rest = *hashes;
-    while (true) {
-      const size_t comma = rest.find(',');
-      if (std::optional<std::string> err = ParseBlockHash(rest.substr(0, comma), h)) {
-        return cl.UsageError("--hashes: " + *err);
-      }
-      if (comma == std::string_view::npos) break;
-      rest = rest.substr(comma + 1);
-    }
-    if (h->u64_size() > 0 && h->digest_size() > 0) {
-      return cl.UsageError("--hashes mixes integer and 0x digest forms");
-    }
+  v1::TokenPrompt tokens;
+  v1::BlockHashes hashes;
+  bool is_hashes = false;
+  if (std::optional<int> rc = ReadPrompt(cl, &tokens, &hashes, &is_hashes)) return *rc;
+  if (is_hashes) {
+    *req.mutable_hashes() = std::move(hashes);
   } else {
-    std::string text;
-    const char* flag = "--tokens";
-    if (const std::string* t = cl.Get("--tokens")) {
-      text = *t;
-    } else {
-      flag = "--tokens-file";
-      std::string error;
-      std::optional<std::string> contents = ReadWholeFile(*cl.Get("--tokens-file"), &error);
-      if (!contents) return cl.Fail(error);
-      text = std::move(*contents);
-    }
-    std::vector<int64_t> tokens;
-    if (std::optional<std::string> err = ParseInt64List(text, &tokens)) {
-      return cl.UsageError(std::string(flag) + ": " + *err);
-    }
-    if (tokens.empty()) return cl.UsageError(std::string(flag) + ": no token ids given");
-    v1::TokenPrompt* p = req.mutable_tokens();
-    p->mutable_token_ids()->Add(tokens.begin(), tokens.end());
-    if (const std::string* lora = cl.Get("--lora")) p->set_lora_name(*lora);
-    if (const std::string* salt = cl.Get("--salt")) p->set_cache_salt(*salt);
+    *req.mutable_tokens() = std::move(tokens);
   }
 
   std::unique_ptr<client::Client> client;
