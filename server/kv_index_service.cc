@@ -80,8 +80,6 @@ KvIndexService::KvIndexService(const Node* node, const GrpcConfig& limits, RpcMe
       metrics_(metrics),
       serving_(serving),
       read_auth_(read_auth),
-      engine_(node, QueryLimits{limits.max_query_tokens, limits.max_query_hashes}),
-      routes_(&engine_, RoutePolicy{}, RouteTracker::Options{}),
       started_(Clock::now()) {
   // Twice the largest message: room for every legitimate request at the
   // default limits (1M token ids are charged 16 MiB), not for amplification.
@@ -132,7 +130,7 @@ grpc::Status KvIndexService::Answer(const v1::FindPrefixRequest& req, v1::FindPr
   thread_local PrefixAnswer answer;
   thread_local std::vector<MultiModalItem> mm;
   FromProto(req, &query, &mm);
-  if (Status s = engine_.FindPrefix(query, &answer); !s.ok()) return ToGrpc(s);
+  if (Status s = node_->queries().FindPrefix(query, &answer); !s.ok()) return ToGrpc(s);
   ToProto(req, answer, resp);
   return grpc::Status::OK;
 }
@@ -315,13 +313,15 @@ grpc::Status KvIndexService::RouteAnswer(const v1::RouteRequest& req, v1::RouteR
   thread_local server::RouteAnswer answer;
   thread_local std::vector<MultiModalItem> mm;
   FromProto(req, &query, &mm);
-  if (Status s = routes_.Route(query, &answer); !s.ok()) return ToGrpc(s);
+  if (Status s = node_->routes().Route(query, &answer); !s.ok()) return ToGrpc(s);
   ToProto(req, answer, resp);
   return grpc::Status::OK;
 }
 
 grpc::Status KvIndexService::RouteDoneAnswer(const v1::RouteDoneRequest& req, v1::RouteDoneResponse* resp) {
-  Result<RouteEnd> end = routes_.RouteDone(req.route_id());
+  const std::optional<uint64_t> cached =
+      req.prompt_tokens() > 0 ? std::optional<uint64_t>(req.cached_tokens()) : std::nullopt;
+  Result<RouteEnd> end = node_->routes().RouteDone(req.route_id(), cached);
   if (!end.ok()) return ToGrpc(end.status());
   resp->set_predicted_cached_tokens(end->predicted_cached_tokens);
   return grpc::Status::OK;
@@ -407,7 +407,7 @@ grpc::Status KvIndexService::GetBlockAnswer(const v1::GetBlockRequest& req, v1::
   const uint64_t hash = one && h.u64_size() == 1 ? h.u64(0) : 0;
   const std::string_view digest = one && h.digest_size() == 1 ? std::string_view(h.digest(0)) : std::string_view();
   std::vector<BlockHolder> holders;
-  Status s = engine_.GetBlock(req.model(), one && h.u64_size() == 1 ? &hash : nullptr,
+  Status s = node_->queries().GetBlock(req.model(), one && h.u64_size() == 1 ? &hash : nullptr,
                               one && h.digest_size() == 1 ? &digest : nullptr, &holders);
   if (!s.ok()) return ToGrpc(s);
   for (const BlockHolder& holder : holders) ToProto(holder, resp->add_owners());

@@ -31,8 +31,6 @@
 #include "server/config.h"
 #include "server/credentials.h"
 #include "server/node.h"
-#include "server/query_engine.h"
-#include "server/route_engine.h"
 #include "server/request_scan.h"
 #include "server/rpc_metrics.h"
 
@@ -114,8 +112,6 @@ class KvIndexService final : public KvIndexServiceBase {
   RpcMetrics* metrics_;
   const std::atomic<bool>* serving_;
   const AdminAuth* read_auth_;
-  const QueryEngine engine_;
-  RouteEngine routes_;
   const std::chrono::steady_clock::time_point started_;
   ScanLimits query_scan_;   // one FindPrefixRequest
   ScanLimits route_scan_;   // one RouteRequest

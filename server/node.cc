@@ -35,7 +35,10 @@ ingest::LoadScraper::Options ScrapeOptions(const RoutingConfig& r) {
 Node::Node(const ServerConfig& config)
     : config_(config),
       sink_(&index_, &sources_, &tiers_),
-      scraper_(std::make_unique<ingest::LoadScraper>(ScrapeOptions(config.routing))) {}
+      scraper_(std::make_unique<ingest::LoadScraper>(ScrapeOptions(config.routing))),
+      queries_(std::make_unique<QueryEngine>(this, QueryLimits{config.grpc.max_query_tokens,
+                                                                config.grpc.max_query_hashes})),
+      routes_(std::make_unique<RouteEngine>(queries_.get(), RoutePolicy{}, RouteTracker::Options{})) {}
 
 Node::~Node() { Stop(); }
 
@@ -353,7 +356,40 @@ std::vector<MetricSample> Node::RenderMetrics() const {
     add(m::kCorruptDataDir, d(st.corrupt_start_empty_total.load()));
   }
   add(m::kRestoreDroppedSources, d(restore_.sources_dropped));
+  RenderRouteMetrics(&out);
   return out;
+}
+
+void Node::RenderRouteMetrics(std::vector<MetricSample>* out) const {
+  namespace m = metric;
+  auto add = [&](const MetricFamily& family, double v, std::vector<std::pair<std::string, std::string>> labels = {}) {
+    out->push_back(MetricSample{&family, std::move(labels), v});
+  };
+  auto d = [](uint64_t v) { return static_cast<double>(v); };
+  for (size_t r = 0; r < kNumRouteReasons; ++r) {
+    const auto reason = static_cast<RouteReason>(r);
+    add(m::kRouteDecisions, d(routes_->decisions(reason)), {{"reason", std::string(RouteReasonName(reason))}});
+  }
+  add(m::kRoutesInFlight, d(routes_->in_flight()));
+  const RouteTracker::Stats ts = routes_->tracker_stats();
+  add(m::kRoutesEnded, d(ts.done), {{"how", "done"}});
+  add(m::kRoutesEnded, d(ts.expired), {{"how", "expired"}});
+  add(m::kRoutesEnded, d(ts.evicted), {{"how", "evicted"}});
+  for (const auto& [id, c] : routes_->cached_tokens_by_source()) {
+    const SourceInfo* info = sources_.Get(id);
+    if (info == nullptr || !sources_.IsLive(id)) continue;
+    const std::string src = ingest::SourceName(info->replica, info->dp_rank);
+    add(m::kRoutePredictedCached, d(c.predicted), {{"source", src}});
+    add(m::kRouteDeliveredCached, d(c.delivered), {{"source", src}});
+  }
+  const auto now = ingest::LoadScraper::Clock::now();
+  for (const auto& [replica, st] : scraper_->stats()) {
+    add(m::kEngineScrapes, d(st.scrapes_ok), {{"replica", replica}, {"result", "ok"}});
+    add(m::kEngineScrapes, d(st.scrapes_failed), {{"replica", replica}, {"result", "error"}});
+    add(m::kEngineScrapeAge, st.last_ok ? std::chrono::duration<double>(now - *st.last_ok).count() : -1.0,
+        {{"replica", replica}});
+    add(m::kEngineLoadInvalid, d(st.invalid_values + st.bad_lines), {{"replica", replica}});
+  }
 }
 
 }  // namespace kvidx::server

@@ -42,6 +42,8 @@
 #include "ingest/load_scraper.h"
 #include "ingest/source_stats.h"
 #include "server/config.h"
+#include "server/query_engine.h"
+#include "server/route_engine.h"
 #include "server/snapshot_outcome.h"
 #include "server/snapshot_store.h"
 
@@ -93,6 +95,9 @@ class Node {
   // one stays trustworthy.
   const ingest::LoadScraper& load() const { return *scraper_; }
   const RoutingConfig& routing() const { return config_.routing; }
+  // The domain queries on this node (FindPrefix, GetBlock; Route, RouteDone).
+  const QueryEngine& queries() const { return *queries_; }
+  RouteEngine& routes() const { return *routes_; }
 
   // --- Control ---------------------------------------------------------------
   // Adds an engine (all DP ranks); returns the source names. Run-time
@@ -124,6 +129,7 @@ class Node {
   explicit Node(const ServerConfig& config);
   Status Restore();
   Status AddEngineLocked(const EngineEntry& engine, std::vector<std::string>* names);
+  void RenderRouteMetrics(std::vector<MetricSample>* out) const;
   void UpdateScrapeTargetsLocked();
 
   const ServerConfig config_;
@@ -134,6 +140,8 @@ class Node {
   std::unique_ptr<ingest::Ingester> ingester_;
   std::unique_ptr<snapshot::SnapshotStore> store_;
   std::unique_ptr<ingest::LoadScraper> scraper_;
+  std::unique_ptr<QueryEngine> queries_;
+  std::unique_ptr<RouteEngine> routes_;
   std::vector<std::unique_ptr<ModelRuntime>> models_;
 
   mutable std::mutex control_mu_;  // engines_, restored_, started_; serialises control calls

@@ -66,6 +66,26 @@ inline constexpr MetricFamily kRestoreDroppedSources{
 inline constexpr MetricFamily kCorruptDataDir{"kvidx_corrupt_data_dir_total", K::kCounter,
                                               "Corrupt data directories moved aside (on_corrupt: start-empty)."};
 
+inline constexpr MetricFamily kRouteDecisions{"kvidx_route_decisions_total", K::kCounter,
+                                              "Route answers by reason (affinity | load | warmup | no_prefix)."};
+inline constexpr MetricFamily kRoutesInFlight{"kvidx_routes_in_flight", K::kGauge,
+                                              "Routes neither reported done nor expired."};
+inline constexpr MetricFamily kRoutesEnded{"kvidx_routes_ended_total", K::kCounter,
+                                           "Routes that left the tracker, by how (done | expired | evicted)."};
+inline constexpr MetricFamily kRoutePredictedCached{
+    "kvidx_route_predicted_cached_tokens_total", K::kCounter,
+    "Cached tokens Route expected on the chosen source, over routes whose RouteDone reported usage."};
+inline constexpr MetricFamily kRouteDeliveredCached{
+    "kvidx_route_delivered_cached_tokens_total", K::kCounter,
+    "Cached tokens the engine reported for the same routes (usage.prompt_tokens_details.cached_tokens)."};
+inline constexpr MetricFamily kEngineScrapes{"kvidx_engine_scrapes_total", K::kCounter,
+                                             "Engine /metrics scrapes by replica and result (ok | error)."};
+inline constexpr MetricFamily kEngineScrapeAge{"kvidx_engine_scrape_age_seconds", K::kGauge,
+                                               "Age of each engine's last good /metrics reading (-1: none yet)."};
+inline constexpr MetricFamily kEngineLoadInvalid{
+    "kvidx_engine_load_invalid_total", K::kCounter,
+    "Unusable parts of engine /metrics answers per replica: impossible gauge values and malformed lines."};
+
 }  // namespace kvidx::server::metric
 
 namespace kvidx::server {
@@ -79,6 +99,8 @@ inline MetricFamilyTable NodeMetricFamilies() {
       &kAppliedBatches,   &kApplyErrors,       &kUnboundBatches,     &kBlockSizeMismatch, &kUnknownTopic,
       &kSnapshots,        &kSnapshotDuration,  &kSnapshotBytes,      &kSnapshotAge,     &kRestoreDuration,
       &kRestoredBlocks,   &kRestoreDroppedSources, &kCorruptDataDir,
+      &kRouteDecisions,   &kRoutesInFlight,    &kRoutesEnded,        &kRoutePredictedCached,
+      &kRouteDeliveredCached, &kEngineScrapes, &kEngineScrapeAge,    &kEngineLoadInvalid,
   };
   return kTable;
 }

@@ -7,6 +7,7 @@
 
 #include "base/bounded_text.h"
 #include "index/prefix_match.h"
+#include "server/node.h"
 
 namespace kvidx::server {
 

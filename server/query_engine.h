@@ -22,10 +22,13 @@
 
 #include "base/status.h"
 #include "index/block_key.h"
-#include "server/node.h"
+#include "index/source_registry.h"
 #include "server/prefix_query.h"
 
 namespace kvidx::server {
+
+class Node;
+struct ModelRuntime;
 
 struct QueryLimits {
   uint64_t max_query_tokens = 0;

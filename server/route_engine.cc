@@ -6,6 +6,7 @@
 
 #include "base/bounded_text.h"
 #include "index/prefix_match.h"
+#include "server/node.h"
 
 namespace kvidx::server {
 
@@ -60,6 +61,7 @@ Status RouteEngine::Route(const RouteQuery& q, RouteAnswer* answer, Clock::time_
                                   static_cast<uint64_t>(std::llround(w.score.uncached_tokens)), now,
                                   static_cast<uint64_t>(std::llround(w.score.cached_tokens)));
   answer->reason = choice.reason;
+  decisions_[static_cast<size_t>(choice.reason)].fetch_add(1, std::memory_order_relaxed);
   answer->block_size = found.block_size;
   answer->prompt_tokens = prompt_tokens;
   (void)model;
@@ -145,10 +147,22 @@ double RouteEngine::AgeSeconds(SourceId source, uint64_t engine_restarts, Clock:
   return std::chrono::duration<double>(now - it->second.since).count();
 }
 
-Result<RouteEnd> RouteEngine::RouteDone(uint64_t route_id, Clock::time_point now) {
+Result<RouteEnd> RouteEngine::RouteDone(uint64_t route_id, std::optional<uint64_t> cached_tokens,
+                                        Clock::time_point now) {
   Result<RouteTracker::Route> r = tracker_.Done(route_id, now);
   if (!r.ok()) return r.status();
+  if (cached_tokens) {
+    std::lock_guard<std::mutex> lock(cached_mu_);
+    CachedTokens& c = cached_[r->source];
+    c.predicted += r->expected_cached_tokens;
+    c.delivered += *cached_tokens;
+  }
   return RouteEnd{r->expected_cached_tokens};
+}
+
+std::unordered_map<SourceId, RouteEngine::CachedTokens> RouteEngine::cached_tokens_by_source() const {
+  std::lock_guard<std::mutex> lock(cached_mu_);
+  return cached_;
 }
 
 }  // namespace kvidx::server

@@ -21,14 +21,18 @@
 // `queries` (and the node under it) outlives the engine.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
+#include "server/config.h"
 #include "server/prefix_query.h"
 #include "server/query_engine.h"
 #include "server/route_policy.h"
@@ -78,9 +82,19 @@ class RouteEngine {
   RouteEngine(const QueryEngine* queries, const RoutePolicy& policy, const RouteTracker::Options& tracker);
 
   Status Route(const RouteQuery& q, RouteAnswer* answer, Clock::time_point now = Clock::now());
-  Result<RouteEnd> RouteDone(uint64_t route_id, Clock::time_point now = Clock::now());
+  // `cached_tokens`: what the engine reported reusing, if it reported usage.
+  Result<RouteEnd> RouteDone(uint64_t route_id, std::optional<uint64_t> cached_tokens,
+                             Clock::time_point now = Clock::now());
 
+  // Counters for /metrics (node_metrics.h).
+  struct CachedTokens {
+    uint64_t predicted = 0;   // over routes reported done with cached_tokens
+    uint64_t delivered = 0;
+  };
   RouteTracker::Stats tracker_stats() const { return tracker_.stats(); }
+  size_t in_flight() const { return tracker_.size(); }
+  uint64_t decisions(RouteReason r) const { return decisions_[static_cast<size_t>(r)].load(std::memory_order_relaxed); }
+  std::unordered_map<SourceId, CachedTokens> cached_tokens_by_source() const;
 
  private:
   Status CheckQuery(const RouteQuery& q) const;
@@ -102,6 +116,9 @@ class RouteEngine {
   };
   std::mutex seen_mu_;
   std::unordered_map<SourceId, Seen> seen_;
+  std::array<std::atomic<uint64_t>, kNumRouteReasons> decisions_{};
+  mutable std::mutex cached_mu_;
+  std::unordered_map<SourceId, CachedTokens> cached_;
 };
 
 }  // namespace kvidx::server

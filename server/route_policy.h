@@ -80,6 +80,7 @@ enum class RouteReason : uint8_t {
   kWarmup,     // a young rank won on its warm-up credit
   kNoPrefix,   // no candidate holds any of the prompt: load decided
 };
+inline constexpr size_t kNumRouteReasons = 4;
 std::string_view RouteReasonName(RouteReason r);  // "affinity", "load", "warmup", "no_prefix"
 
 struct RouteScore {

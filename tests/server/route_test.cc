@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/http_test_server.h"
+#include "server/node.h"
 #include "server/route_engine.h"
 #include "server/server_test_util.h"
 
@@ -37,10 +38,12 @@ class RouteTest : public ::testing::Test {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     return rs_.stubs.index->Route(&ctx, req, resp);
   }
-  grpc::Status Done(uint64_t id, v1::RouteDoneResponse* resp) {
+  grpc::Status Done(uint64_t id, v1::RouteDoneResponse* resp, uint64_t prompt_tokens = 0, uint64_t cached = 0) {
     v1::RouteDoneRequest req;
     req.set_route_id(id);
     req.set_outcome(v1::ROUTE_OUTCOME_OK);
+    req.set_prompt_tokens(prompt_tokens);
+    req.set_cached_tokens(cached);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     return rs_.stubs.index->RouteDone(&ctx, req, resp);
@@ -126,8 +129,23 @@ TEST_F(RouteTest, ThePrefixHolderWinsAndEveryRankIsScored) {
   EXPECT_LT(resp.candidates(0).cost(), resp.candidates(1).cost());
 
   v1::RouteDoneResponse done;
-  ASSERT_TRUE(Done(resp.route_id(), &done).ok());
+  ASSERT_TRUE(Done(resp.route_id(), &done, prompt.size(), 16 * 7).ok());
   EXPECT_EQ(done.predicted_cached_tokens(), 16u * 8);
+  // Predicted vs delivered cached tokens, and the decision, on /metrics.
+  auto sample = [&](std::string_view name, const std::string& label, const std::string& value) {
+    for (const MetricSample& s : rs_.server->node().RenderMetrics()) {
+      if (s.name() != name) continue;
+      for (const auto& [k, v] : s.labels) {
+        if (k == label && v == value) return s.value;
+      }
+    }
+    return -1.0;
+  };
+  EXPECT_EQ(sample("kvidx_route_predicted_cached_tokens_total", "source", "b/dp0"), 16.0 * 8);
+  EXPECT_EQ(sample("kvidx_route_delivered_cached_tokens_total", "source", "b/dp0"), 16.0 * 7);
+  EXPECT_GE(sample("kvidx_route_decisions_total", "reason", "affinity"), 1.0);
+  EXPECT_EQ(sample("kvidx_routes_ended_total", "how", "done"), 1.0);
+  EXPECT_EQ(sample("kvidx_engine_scrapes_total", "replica", "a") >= 0, true);
   EXPECT_EQ(Done(resp.route_id(), &done).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Done(424242, &done).error_code(), grpc::StatusCode::NOT_FOUND);
 }
