@@ -62,7 +62,7 @@ struct SourceWatermark {
   bool has_seq = false;
   uint64_t last_seq = 0;
   double last_batch_ts = 0;  // identity of the batch at last_seq (a replayed copy has the same ts)
-  uint64_t last_fingerprint = 0;  // EventBatch::payload_fingerprint of that batch (0 = unknown)
+  uint64_t last_batch_fingerprint = 0;  // BatchFingerprint of that batch (0 = unknown)
 };
 
 class IndexSink final : public BatchSink {
@@ -88,7 +88,7 @@ class IndexSink final : public BatchSink {
   // snapshot taken before its first new batch still records it. Call before
   // the source is added; consumed by OnSourceAdded.
   void SeedWatermark(const std::string& source_name, uint64_t last_seq, double last_batch_ts,
-                     uint64_t last_fingerprint);
+                     uint64_t last_batch_fingerprint);
   // The block_size (tokens per block) engines of `model` must announce;
   // unset = not checked. Call before the model's sources are added.
   void SetModelBlockSize(const std::string& model, uint32_t block_size);

@@ -57,7 +57,8 @@ struct IngestThread::Source final : Sequencer::Delegate {
   bool ever_connected = false;
   SourceState state = SourceState::kConnecting;
 
-  Sequencer::ApplyOutcome Apply(uint64_t seq, std::string_view payload, bool replayed) override;
+  Sequencer::ApplyOutcome Apply(uint64_t seq, std::string_view payload, uint64_t fingerprint,
+                                bool replayed) override;
   void Reset(ResetReason reason) override;
   void SendReplayRequest(uint64_t start_seq) override;
   void CancelReplay() override;
@@ -99,7 +100,8 @@ class IngestThread::Loop {
   void RunUntilStopped();
 
   // Sequencer delegate hooks.
-  Sequencer::ApplyOutcome Apply(Source& s, uint64_t seq, std::string_view payload, bool replayed);
+  Sequencer::ApplyOutcome Apply(Source& s, uint64_t seq, std::string_view payload, uint64_t fingerprint,
+                                bool replayed);
   void Reset(Source& s, ResetReason reason);
   void OpenReplay(Source& s, uint64_t start);
   void CloseReplay(Source& s);
@@ -189,15 +191,16 @@ class IngestThread::Loop {
 
 // ---- Source delegate -------------------------------------------------------
 
-Sequencer::ApplyOutcome IngestThread::Source::Apply(uint64_t s, std::string_view payload, bool replayed) {
-  return loop->Apply(*this, s, payload, replayed);
+Sequencer::ApplyOutcome IngestThread::Source::Apply(uint64_t s, std::string_view payload, uint64_t fingerprint,
+                                                    bool replayed) {
+  return loop->Apply(*this, s, payload, fingerprint, replayed);
 }
 void IngestThread::Source::Reset(ResetReason reason) { loop->Reset(*this, reason); }
 void IngestThread::Source::SendReplayRequest(uint64_t start_seq) { loop->OpenReplay(*this, start_seq); }
 void IngestThread::Source::CancelReplay() { loop->CloseReplay(*this); }
 
 Sequencer::ApplyOutcome IngestThread::Loop::Apply(Source& s, uint64_t seq, std::string_view payload,
-                                                  bool replayed) {
+                                                  uint64_t fingerprint, bool replayed) {
   SourceStats& st = *s.stats;
   DecodeError err;
   if (!decoder_.DecodePayload(payload, &batch_, &err)) {
@@ -228,7 +231,7 @@ Sequencer::ApplyOutcome IngestThread::Loop::Apply(Source& s, uint64_t seq, std::
   }
   if (batch_.unknown_events != 0) SourceStats::Inc(st.unknown_events, batch_.unknown_events);
   st.last_batch_ts.store(batch_.ts, std::memory_order_relaxed);
-  batch_.payload_fingerprint = Sequencer::FingerprintOf(payload);
+  batch_.fingerprint = fingerprint;
   try {
     sink_->OnBatch(s.spec, seq, batch_, replayed);
   } catch (const std::exception& e) {

@@ -66,6 +66,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ingest/batch_fingerprint.h"
 #include "ingest/batch_sink.h"
 #include "ingest/source_stats.h"
 
@@ -75,15 +76,11 @@ class Sequencer {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Identity of a batch: XXH3-64 of its payload bytes (which carry the
-  // engine timestamp, so equal bytes = the same batch).
-  static uint64_t FingerprintOf(std::string_view payload);
-
   struct Options {
     bool has_replay = false;
     // Restore from a snapshot: the last seq the index already holds.
     std::optional<uint64_t> watermark;
-    // Fingerprint (FingerprintOf) of the batch at `watermark`, if known.
+    // BatchFingerprint of the batch at `watermark`, if known.
     std::optional<uint64_t> watermark_fingerprint;
     // A replay attempt fails if no reply frame arrives for this long.
     Clock::duration replay_timeout = std::chrono::seconds(2);
@@ -115,8 +112,9 @@ class Sequencer {
   class Delegate {
    public:
     virtual ~Delegate() = default;
-    // Decode and deliver one batch, in sequence order.
-    virtual ApplyOutcome Apply(uint64_t seq, std::string_view payload, bool replayed) = 0;
+    // Decode and deliver one batch, in sequence order. `fingerprint` is
+    // BatchFingerprint(payload), computed once per arrival.
+    virtual ApplyOutcome Apply(uint64_t seq, std::string_view payload, uint64_t fingerprint, bool replayed) = 0;
     // Drop every block of the source.
     virtual void Reset(ResetReason reason) = 0;
     // Send ["", u64be(start)] on a fresh DEALER (any previous request's
@@ -162,6 +160,7 @@ class Sequencer {
   enum class ReplayReason : uint8_t { kStart, kGap, kRestart, kResync, kProbe };
   struct Held {
     uint64_t seq;
+    uint64_t fingerprint;
     std::string payload;
   };
   struct Fingerprint {
@@ -169,8 +168,8 @@ class Sequencer {
     uint64_t hash = 0;
   };
 
-  void ProcessLive(uint64_t seq, std::string_view payload, Clock::time_point now, bool from_held);
-  void HandleRestart(uint64_t seq, std::string_view payload, Clock::time_point now);
+  void ProcessLive(uint64_t seq, std::string_view payload, uint64_t fp, Clock::time_point now, bool from_held);
+  void HandleRestart(uint64_t seq, std::string_view payload, uint64_t fp, Clock::time_point now);
   void StartReplay(uint64_t start, ReplayReason reason, std::optional<uint64_t> verify, Clock::time_point now);
   void SendCurrentRequest(Clock::time_point now);
   void EndReplay(ReplayResult result, Clock::time_point now);
@@ -178,7 +177,9 @@ class Sequencer {
   void ApplyOne(uint64_t seq, std::string_view payload, uint64_t fp, bool replayed);
   void DeclareLoss(uint64_t n);
   void ForgetState();
-  void Hold(uint64_t seq, std::string_view payload);
+  void Hold(uint64_t seq, std::string_view payload, uint64_t fp);
+  // Feeds the held batches back through ProcessLive, in arrival order.
+  void MergeHeld(Clock::time_point now);
   uint64_t NextSeq() const { return last_ ? *last_ + 1 : 0; }
   // True (and counted) if `seq` jumps implausibly far past `next`.
   bool Implausible(uint64_t seq, uint64_t next);

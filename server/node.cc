@@ -170,9 +170,9 @@ Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>*
     if (it == restored_.end()) continue;
     ingest::Ingester::ResumePoint rp;
     rp.last_seq = it->second.last_seq;
-    if (it->second.last_batch_digest != 0) rp.fingerprint = it->second.last_batch_digest;
+    if (it->second.last_batch_fingerprint != 0) rp.fingerprint = it->second.last_batch_fingerprint;
     watermarks[r] = rp;
-    sink_.SeedWatermark(name, it->second.last_seq, it->second.last_batch_ts, it->second.last_batch_digest);
+    sink_.SeedWatermark(name, it->second.last_seq, it->second.last_batch_ts, it->second.last_batch_fingerprint);
     ++restore_.sources_resumed;
     restored_.erase(it);
   }
@@ -258,7 +258,7 @@ Result<SnapshotOutcome> Node::Snapshot() {
       w.has_seq = it->second->has_seq;
       w.last_seq = it->second->last_seq;
       w.last_batch_ts = it->second->last_batch_ts;
-      w.last_batch_digest = it->second->last_fingerprint;
+      w.last_batch_fingerprint = it->second->last_batch_fingerprint;
     }
     w.state = static_cast<uint8_t>(index_.GetSourceState(id));
     w.gpu_capacity_blocks = index_.GetSourceStats(id).gpu_capacity;

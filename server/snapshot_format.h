@@ -52,13 +52,13 @@ inline constexpr uint32_t kDefaultOwnersPerChunk = 65536;
 //
 // Engine identity. Sequence numbers alone cannot tell "the same engine went
 // on" from "the engine restarted and its new sequence numbers already
-// exceed ours": both look like a higher seq. So the watermark also keeps a
-// digest of the last applied batch (BatchDigest of its payload bytes, which
-// carry the engine's own timestamp). On restore, request replay from
-// last_seq itself (not last_seq + 1) and compare the first replayed batch
-// (ingest/sequencer.h does): the same engine still has that batch and
-// returns it byte for byte; a restarted engine either has nothing at that
-// seq or a batch with another digest.
+// exceed ours": both look like a higher seq. So the watermark also keeps the
+// fingerprint of the last applied batch (ingest/batch_fingerprint.h: a hash
+// of its payload bytes, which carry the engine's own timestamp). On restore,
+// request replay from last_seq itself (not last_seq + 1) and compare the
+// first replayed batch (ingest/sequencer.h does): the same engine still has
+// that batch and returns it byte for byte; a restarted engine either has
+// nothing at that seq or a batch with another fingerprint.
 struct SourceWatermark {
   SourceId source_id = 0;          // index's SourceId; entries are dense 0..n-1
   std::string replica;
@@ -67,7 +67,7 @@ struct SourceWatermark {
   std::string endpoint;            // informational (logs): where it was read from
   bool has_seq = false;            // false: no batch applied yet (cold start)
   uint64_t last_seq = 0;           // last applied batch sequence number
-  uint64_t last_batch_digest = 0;  // BatchDigest of that batch's payload
+  uint64_t last_batch_fingerprint = 0;  // BatchFingerprint of that batch's payload
   double last_batch_ts = 0;        // that batch's engine timestamp (seconds)
   uint8_t state = 0;               // kvidx::SourceState (index/source_state.h), as its stable number
   uint64_t gpu_capacity_blocks = 0;  // BlockIndex::SetSourceCapacity value; 0 = unknown
@@ -92,11 +92,6 @@ bool SameSnapshot(const SnapshotData& a, const SnapshotData& b);
 // order, every owner's model/source/tier known, every clock's source known.
 // InvalidArgument (Write) naming the first offending entry.
 Status Validate(const SnapshotData& data);
-
-// XXH3-64 of a batch's raw payload bytes: SourceWatermark's digest. Equal to
-// ingest's Sequencer::FingerprintOf / EventBatch::payload_fingerprint, which
-// is what the sequencer checks a resumed source's watermark batch against.
-uint64_t BatchDigest(std::span<const uint8_t> payload);
 
 // ---- Encoding (used by SnapshotStore; exposed for tests) -------------------
 

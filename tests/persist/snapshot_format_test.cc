@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ingest/batch_fingerprint.h"
 #include "persist/persist_test_util.h"
 #include "server/testing/resume_decision.h"
 
@@ -14,11 +15,11 @@ namespace {
 
 using testing::SyntheticSnapshot;
 
-SourceWatermark Wm(uint64_t last_seq, uint64_t digest) {
+SourceWatermark Wm(uint64_t last_seq, uint64_t fingerprint) {
   SourceWatermark w;
   w.has_seq = true;
   w.last_seq = last_seq;
-  w.last_batch_digest = digest;
+  w.last_batch_fingerprint = fingerprint;
   return w;
 }
 
@@ -27,7 +28,7 @@ TEST(ClassifyResume, SameEngineContinues) {
   EXPECT_EQ(ClassifyResume(Wm(0, 7), 0, 7), ResumeDecision::kContinue);
 }
 
-TEST(ClassifyResume, SameSeqOtherDigestIsARestartedEngine) {
+TEST(ClassifyResume, SameSeqOtherFingerprintIsARestartedEngine) {
   // The restarted engine's new stream happens to be at our seq already.
   EXPECT_EQ(ClassifyResume(Wm(41, 0xabc), 41, 0xabd), ResumeDecision::kEngineRestarted);
 }
@@ -49,10 +50,11 @@ TEST(ClassifyResume, NoWatermarkIsAColdStart) {
   EXPECT_EQ(ResumeDecisionName(ResumeDecision::kOverrun), "overrun");
 }
 
-TEST(BatchDigest, IsXxh3OfThePayload) {
-  EXPECT_EQ(BatchDigest({}), 0x2D06800538D394C2ull);  // XXH3_64bits("")
-  std::vector<uint8_t> a = {1, 2, 3}, b = {1, 2, 4};
-  EXPECT_NE(BatchDigest(a), BatchDigest(b));
+// Snapshots written before store this value: it must stay XXH3-64.
+TEST(BatchFingerprint, IsXxh3OfThePayload) {
+  EXPECT_EQ(ingest::BatchFingerprint({}), 0x2D06800538D394C2ull);  // XXH3_64bits("")
+  EXPECT_EQ(ingest::BatchFingerprint("abc"), 0x78AF5F94892F3950ull);  // XXH3_64bits("abc")
+  EXPECT_NE(ingest::BatchFingerprint("\x01\x02\x03"), ingest::BatchFingerprint("\x01\x02\x04"));
 }
 
 TEST(ChunkKeys, OrderAndParse) {

@@ -46,7 +46,7 @@ SnapshotData Capture(const BlockIndex& index, const TierRegistry& tiers, const S
     w.model = "m1";
     w.has_seq = true;
     w.last_seq = 1000 + s;
-    w.last_batch_digest = testing::Mix(s);
+    w.last_batch_fingerprint = testing::Mix(s);
     w.last_batch_ts = 1700000000.5 + s;
     w.state = static_cast<uint8_t>(index.GetSourceState(s));
     d.sources.push_back(w);
