@@ -383,11 +383,7 @@ Status IngestThread::Loop::DoAdd(const SourceSpec& spec, std::optional<uint64_t>
   so.has_replay = spec.has_replay();
   so.watermark = watermark;
   so.watermark_fingerprint = fingerprint;
-  so.replay_timeout = opts_.replay_timeout;
-  so.replay_max_retries = opts_.replay_max_retries;
-  so.replay_backoff = opts_.replay_backoff;
-  so.max_held_batches = opts_.max_held_batches;
-  so.probe_delay = opts_.probe_delay;
+  so.replay = opts_.replay;
   s->stats = std::move(stats);
   s->seq = std::make_unique<Sequencer>(so, s->stats.get(), s.get());
   Source& src = *s;

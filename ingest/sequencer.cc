@@ -7,8 +7,7 @@ namespace kvidx::ingest {
 
 Sequencer::Sequencer(const Options& options, SourceStats* stats, Delegate* delegate)
     : opts_(options), stats_(stats), delegate_(delegate) {
-  if (opts_.fingerprint_window == 0) opts_.fingerprint_window = 1;
-  fingerprints_.resize(opts_.fingerprint_window);
+  fingerprints_.resize(std::max<size_t>(opts_.replay.fingerprint_window, 1));
 }
 
 std::optional<uint64_t> Sequencer::KnownFingerprint(uint64_t seq) const {
@@ -52,9 +51,9 @@ std::optional<Sequencer::Clock::time_point> Sequencer::NextDeadline() const {
 void Sequencer::OnPeerConnected(Clock::time_point now, bool reconnected) {
   // Only a replay can compare; without one the hint has nothing to act on.
   if (reconnected && opts_.has_replay && last_ && KnownFingerprint(*last_)) verify_at_ = *last_;
-  if (opts_.has_replay && opts_.probe_delay > Clock::duration::zero()) {
+  if (opts_.has_replay && opts_.replay.probe_delay > Clock::duration::zero()) {
     probe_pending_ = true;
-    probe_at_ = now + opts_.probe_delay;
+    probe_at_ = now + opts_.replay.probe_delay;
   }
 }
 
@@ -65,7 +64,7 @@ void Sequencer::OnLive(uint64_t seq, std::string_view payload, Clock::time_point
 void Sequencer::Hold(uint64_t seq, std::string_view payload, uint64_t fp) {
   // Beyond the bound the batch is dropped here but not lost: the merge sees
   // the hole and replays it from the engine's ring.
-  if (held_.size() >= opts_.max_held_batches) return;
+  if (held_.size() >= opts_.replay.max_held_batches) return;
   held_.push_back(Held{seq, fp, std::string(payload)});
 }
 
@@ -178,13 +177,13 @@ void Sequencer::StartReplay(uint64_t start, ReplayReason reason, std::optional<u
 void Sequencer::SendCurrentRequest(Clock::time_point now) {
   replay_.first_of_attempt = true;
   replay_.waiting_resend = false;
-  replay_.deadline = now + opts_.replay_timeout;
+  replay_.deadline = now + opts_.replay.timeout;
   delegate_->SendReplayRequest(replay_.verify ? *replay_.verify : replay_.start);
 }
 
 void Sequencer::OnReplayBatch(uint64_t seq, std::string_view payload, Clock::time_point now) {
   if (!replaying_ || replay_.waiting_resend) return;  // nothing asked: stray frame
-  replay_.deadline = now + opts_.replay_timeout;
+  replay_.deadline = now + opts_.replay.timeout;
   const uint64_t fp = BatchFingerprint(payload);
 
   if (replay_.verify) {
@@ -282,10 +281,10 @@ void Sequencer::Tick(Clock::time_point now) {
   }
   if (now < replay_.deadline) return;
   delegate_->CancelReplay();
-  if (replay_.attempt < opts_.replay_max_retries) {
+  if (replay_.attempt < opts_.replay.max_retries) {
     ++replay_.attempt;
     replay_.waiting_resend = true;
-    replay_.resend_at = now + opts_.replay_backoff * (1 << std::min(replay_.attempt - 1, 16));
+    replay_.resend_at = now + opts_.replay.backoff * (1 << std::min(replay_.attempt - 1, 16));
     return;
   }
   EndReplay(ReplayResult::kTimeout, now);
@@ -308,7 +307,7 @@ void Sequencer::Resync(Clock::time_point now) {
 }
 
 bool Sequencer::Implausible(uint64_t seq, uint64_t next) {
-  if (seq <= next || seq - next <= opts_.max_seq_jump) return false;
+  if (seq <= next || seq - next <= opts_.replay.max_seq_jump) return false;
   SourceStats::Inc(stats_->seq_implausible);
   return true;
 }
@@ -316,7 +315,7 @@ bool Sequencer::Implausible(uint64_t seq, uint64_t next) {
 void Sequencer::DeclareLoss(uint64_t n) {
   if (n == 0) return;
   degraded_ = true;
-  if (n > opts_.max_seq_jump) {
+  if (n > opts_.replay.max_seq_jump) {
     SourceStats::Inc(stats_->seq_implausible);
     return;
   }

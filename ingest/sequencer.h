@@ -37,7 +37,7 @@
 //     expected), and the source is DEGRADED. It is EXACT again once the
 //     engine's state is known: an AllBlocksCleared event is applied, the
 //     engine restarts at seq 0, or an operator resync completes.
-//   - a seq more than Options::max_seq_jump past the expected one (live or
+//   - a seq more than ReplayOptions::max_seq_jump past the expected one (live or
 //     replayed) is a protocol error: dropped and counted, never a loss of
 //     2^63 batches; a loss larger than that bound is counted the same way.
 //   - an undecodable payload consumes its seq but leaves the source DEGRADED
@@ -68,6 +68,7 @@
 
 #include "ingest/batch_fingerprint.h"
 #include "ingest/batch_sink.h"
+#include "ingest/replay_options.h"
 #include "ingest/source_stats.h"
 
 namespace kvidx::ingest {
@@ -82,25 +83,7 @@ class Sequencer {
     std::optional<uint64_t> watermark;
     // BatchFingerprint of the batch at `watermark`, if known.
     std::optional<uint64_t> watermark_fingerprint;
-    // A replay attempt fails if no reply frame arrives for this long.
-    Clock::duration replay_timeout = std::chrono::seconds(2);
-    // Retries after the first attempt; the n-th waits replay_backoff * 2^(n-1).
-    int replay_max_retries = 3;
-    Clock::duration replay_backoff = std::chrono::milliseconds(100);
-    // Live batches held during a replay beyond this are dropped (the merge
-    // then sees a gap and asks again: they are still in the engine's ring).
-    size_t max_held_batches = 100000;
-    // Recent payload fingerprints kept to tell a duplicate from a restart.
-    size_t fingerprint_window = 64;
-    // Delay between a (re)connect and its probe replay (0 = no probes): long
-    // enough for our subscription to reach the PUB.
-    Clock::duration probe_delay = std::chrono::milliseconds(250);
-    // A batch whose seq is further than this past the next expected one is
-    // a corrupt or hostile sequence number, not a loss: no engine publishes
-    // 2^32 batches between two we receive. It is dropped and counted in
-    // seq_implausible; if it was a real batch with a damaged seq, the next
-    // one reveals the gap and the replay recovers it.
-    uint64_t max_seq_jump = uint64_t{1} << 32;
+    ReplayOptions replay;
   };
 
   // What applying one payload revealed.

@@ -57,10 +57,10 @@ class SequencerTest : public ::testing::Test {
     o.has_replay = replay;
     o.watermark = watermark;
     o.watermark_fingerprint = watermark_fingerprint;
-    o.replay_timeout = 1s;
-    o.replay_max_retries = 2;
-    o.replay_backoff = 100ms;
-    o.max_held_batches = 8;
+    o.replay.timeout = 1s;
+    o.replay.max_retries = 2;
+    o.replay.backoff = 100ms;
+    o.replay.max_held_batches = 8;
     seq_ = std::make_unique<Sequencer>(o, &stats_, &rec_);
     seq_->Start(now_);
   }
