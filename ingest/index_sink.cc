@@ -179,11 +179,10 @@ std::vector<SourceWatermark> IndexSink::Watermarks() const {
   out.reserve(bindings_.size());
   for (const auto& [id, b] : bindings_) {
     SourceWatermark w;
-    w.source = b->name;
+    w.source_id = b->source;
     w.replica = b->replica;
-    w.model = b->model_name;
     w.dp_rank = b->dp_rank;
-    w.id = b->source;
+    w.model = b->model_name;
     w.has_seq = b->has_seq.load(std::memory_order_acquire);
     w.last_seq = b->last_seq.load(std::memory_order_relaxed);
     w.last_batch_ts = b->last_ts.load(std::memory_order_relaxed);

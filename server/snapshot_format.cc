@@ -384,10 +384,10 @@ Status DecodeTiers(std::string_view payload, std::vector<std::string>* out) {
   return r.Finish();
 }
 
-std::string EncodeSources(const std::vector<SourceWatermark>& sources) {
+std::string EncodeSources(const std::vector<ingest::SourceWatermark>& sources) {
   std::string s;
   Put<uint32_t>(&s, static_cast<uint32_t>(sources.size()));
-  for (const SourceWatermark& w : sources) {
+  for (const ingest::SourceWatermark& w : sources) {
     Put<uint32_t>(&s, w.source_id);
     PutStr(&s, w.replica);
     Put<uint32_t>(&s, w.dp_rank);
@@ -403,12 +403,12 @@ std::string EncodeSources(const std::vector<SourceWatermark>& sources) {
   return s;
 }
 
-Status DecodeSources(std::string_view payload, std::vector<SourceWatermark>* out) {
+Status DecodeSources(std::string_view payload, std::vector<ingest::SourceWatermark>* out) {
   Reader r(payload, "sources chunk");
   uint32_t n = 0;
   if (r.Get(&n, "count") && n > kMaxSources) r.Fail("source count " + std::to_string(n) + " exceeds kMaxSources");
   for (uint32_t i = 0; i < n && r.status().ok(); ++i) {
-    SourceWatermark w;
+    ingest::SourceWatermark w;
     uint8_t has_seq = 0;
     uint64_t ts_bits = 0;
     if (!(r.Get(&w.source_id, "source_id") && r.GetStr(&w.replica, "replica") && r.Get(&w.dp_rank, "dp_rank") &&

@@ -36,7 +36,7 @@ inline std::string_view ResumeDecisionName(ResumeDecision d) {
 //   first seq == last_seq, fingerprint differs   -> kEngineRestarted
 //   first seq >  last_seq                        -> kOverrun (lost >= first - last_seq - 1;
 //                                                   a restart is indistinguishable here)
-inline ResumeDecision ClassifyResume(const SourceWatermark& wm, std::optional<uint64_t> first_seq,
+inline ResumeDecision ClassifyResume(const ingest::SourceWatermark& wm, std::optional<uint64_t> first_seq,
                                      uint64_t first_fingerprint) {
   if (!wm.has_seq || !first_seq) return ResumeDecision::kEngineRestarted;
   if (*first_seq < wm.last_seq) return ResumeDecision::kEngineRestarted;

@@ -58,7 +58,7 @@ inline SnapshotData SyntheticSnapshot(uint64_t k, size_t owners, uint32_t n_sour
   d.index.models.push_back({"model-b", ModelOptions{4096, true}});
   d.tier_names = {"GPU", "CPU", "STORAGE", "FS"};
   for (uint32_t s = 0; s < n_sources; ++s) {
-    SourceWatermark w;
+    ingest::SourceWatermark w;
     w.source_id = s;
     w.replica = "replica-" + std::to_string(s / 2);
     w.dp_rank = s % 2;

@@ -15,8 +15,8 @@ namespace {
 
 using testing::SyntheticSnapshot;
 
-SourceWatermark Wm(uint64_t last_seq, uint64_t fingerprint) {
-  SourceWatermark w;
+ingest::SourceWatermark Wm(uint64_t last_seq, uint64_t fingerprint) {
+  ingest::SourceWatermark w;
   w.has_seq = true;
   w.last_seq = last_seq;
   w.last_batch_fingerprint = fingerprint;
@@ -44,7 +44,7 @@ TEST(ClassifyResume, FirstReplayedAboveOursIsAnOverrun) {
 }
 
 TEST(ClassifyResume, NoWatermarkIsAColdStart) {
-  SourceWatermark w;  // has_seq false
+  ingest::SourceWatermark w;  // has_seq false
   EXPECT_EQ(ClassifyResume(w, 0, 0), ResumeDecision::kEngineRestarted);
   EXPECT_EQ(ClassifyResume(w, std::nullopt, 0), ResumeDecision::kEngineRestarted);
   EXPECT_EQ(ResumeDecisionName(ResumeDecision::kOverrun), "overrun");
@@ -195,12 +195,12 @@ TEST(Payloads, ModelsClocksTiersSourcesRoundTrip) {
   std::vector<std::string> tiers;
   ASSERT_TRUE(DecodeTiers(EncodeTiers(d.tier_names), &tiers).ok());
   EXPECT_EQ(tiers, d.tier_names);
-  std::vector<SourceWatermark> sources;
+  std::vector<ingest::SourceWatermark> sources;
   std::string enc = EncodeSources(d.sources);
   ASSERT_TRUE(DecodeSources(enc, &sources).ok());
   EXPECT_EQ(sources, d.sources);
   for (size_t len = 0; len < enc.size(); ++len) {
-    std::vector<SourceWatermark> part;
+    std::vector<ingest::SourceWatermark> part;
     EXPECT_EQ(DecodeSources(std::string_view(enc).substr(0, len), &part).code(), StatusCode::kCorruption);
   }
   EXPECT_EQ(DecodeSources(enc + "x", &sources).code(), StatusCode::kCorruption);

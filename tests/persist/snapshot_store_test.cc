@@ -39,7 +39,7 @@ SnapshotData Capture(const BlockIndex& index, const TierRegistry& tiers, const S
   index.Dump(&d.index);
   for (size_t i = 0; i < tiers.size(); ++i) d.tier_names.emplace_back(tiers.Name(static_cast<Tier>(i)));
   for (SourceId s = 0; s < sources.size(); ++s) {
-    SourceWatermark w;
+    ingest::SourceWatermark w;
     w.source_id = s;
     w.replica = sources.Get(s)->replica;
     w.dp_rank = sources.Get(s)->dp_rank;
