@@ -285,7 +285,7 @@ std::vector<MetricSample> Node::RenderMetrics() const {
     const SourceInfo* info = sources_.Get(id);
     if (info == nullptr || !sources_.IsLive(id)) continue;
     const std::string src = ingest::SourceName(info->replica, info->dp_rank);
-    SourceStats st = index_.GetSourceStats(id);
+    SourceIndexStats st = index_.GetSourceStats(id);
     for (const auto& [tier, blocks] : st.blocks_per_tier) {
       add(m::kSourceBlocks, d(blocks), {{"source", src}, {"tier", std::string(tiers_.Name(tier))}});
     }
