@@ -124,7 +124,7 @@ void ExpectEventMatches(const EventBatch& b, const KvEvent& e, const Json& jev) 
       ASSERT_EQ(ek[i].present, !entry.is_null());
       if (entry.is_null()) continue;
       ASSERT_EQ(ek[i].keys.size(), entry.arr.size());
-      for (size_t j = 0; j < entry.arr.size(); ++j) EXPECT_EQ(ek[i].keys[j].str, entry.arr[j].s);
+      for (size_t j = 0; j < entry.arr.size(); ++j) EXPECT_EQ(ek[i].keys[j].text, entry.arr[j].s);
     }
   }
 }
