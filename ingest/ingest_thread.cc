@@ -572,16 +572,15 @@ void IngestThread::Loop::DrainSub(zmq::socket_t& sock, Source* fixed, Listener* 
     } else {
       MarkReceived(*s);
     }
-    RawMessage raw;
-    DecodeError err;
-    std::array<std::string_view, 3> views;
-    for (size_t i = 0; i < std::min<size_t>(nf, 3); ++i) views[i] = View(frames_[i]);
     if (nf != 3) {
       uint64_t c = s->stats->decode_errors[ErrorIndex(DecodeErrorReason::kFrameCount)].fetch_add(1) + 1;
       if (ShouldLogSampled(c)) spdlog::warn("source {}: message with {} frames dropped [x{}]", s->spec.name, nf, c);
       AfterEvent(*s);
       continue;
     }
+    RawMessage raw;
+    DecodeError err;
+    const std::array<std::string_view, 3> views = {View(frames_[0]), View(frames_[1]), View(frames_[2])};
     if (!Decoder::SplitFrames(views, &raw, &err)) {
       uint64_t c = s->stats->decode_errors[ErrorIndex(err.reason)].fetch_add(1) + 1;
       if (ShouldLogSampled(c)) spdlog::warn("source {}: {} [x{}]", s->spec.name, err.detail, c);

@@ -2,6 +2,7 @@
 // decodes to its `decoded` tree field by field, and the encoder reproduces
 // every real payload byte for byte in its era.
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <functional>
 
@@ -333,7 +334,8 @@ TEST(VectorFrames, LiveMessages) {
   auto live41 = FramesOf(z["live_pub_topic_kv-events_seq_41"], payload);
   EXPECT_EQ(LiveMessageFrames("kv-events", 41, payload), live41);
 
-  std::vector<std::string_view> views(live41.begin(), live41.end());
+  ASSERT_EQ(live41.size(), 3u);
+  const std::array<std::string_view, 3> views = {live41[0], live41[1], live41[2]};
   RawMessage msg;
   DecodeError err;
   ASSERT_TRUE(Decoder::SplitFrames(views, &msg, &err)) << err.detail;
