@@ -230,7 +230,7 @@ int RunSnapshotBench(int argc, char** argv) {
     run.dump_peak_mib = PeakExtraMiB(base);
     for (size_t i = 0; i < tiers.size(); ++i) data.tier_names.emplace_back(tiers.Name(static_cast<Tier>(i)));
     for (SourceId s = 0; s < sources.size(); ++s) {
-      SourceWatermark w;
+      ingest::SourceWatermark w;
       w.source_id = s;
       w.replica = sources.Get(s)->replica;
       w.dp_rank = sources.Get(s)->dp_rank;

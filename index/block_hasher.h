@@ -118,6 +118,9 @@ struct ExtraKey {
   static ExtraKey MmItem(std::string_view identifier, int64_t offset) {
     return {Kind::kMmItem, identifier, offset};
   }
+
+  // Compares the text, not where it lives.
+  friend bool operator==(const ExtraKey&, const ExtraKey&) = default;
 };
 
 // A multimodal placeholder range in the prompt (vLLM PlaceholderRange).

@@ -1008,8 +1008,8 @@ Status BlockIndex::PeekEvictionOrder(ModelId model_id, SourceId source, size_t n
 
 // ------------------------------------------------------------------ stats
 
-SourceStats BlockIndex::GetSourceStats(SourceId source) const {
-  SourceStats s;
+SourceIndexStats BlockIndex::GetSourceStats(SourceId source) const {
+  SourceIndexStats s;
   SourceData* d = impl_->GetSource(source);
   if (d == nullptr) return s;
   const internal::SourceCounters& c = d->counters;

@@ -31,7 +31,7 @@
 // Groups (hybrid models). A store is indexed when its group is a full-
 // attention group (GroupKind::kFullAttention), or group 0 when the engine
 // sends no kind, or when the model's options index every group. Other
-// groups only count in SourceStats::unindexed_blocks, as do groups >= 63
+// groups only count in SourceIndexStats::unindexed_blocks, as do groups >= 63
 // (the owner word has 6 bits for the group). Queries match the
 // model's primary group (the first full-attention group seen, else 0) unless
 // the filter names one. A BlockRemoved carries no kind, so a removal is
@@ -201,7 +201,7 @@ class BlockIndex {
   Status LookupBlock(ModelId model, const BlockKey& key, std::vector<OwnerRecord>* out) const;
 
   // --- Stats ------------------------------------------------------------------
-  SourceStats GetSourceStats(SourceId source) const;
+  SourceIndexStats GetSourceStats(SourceId source) const;
   RecencyRankHistogram GetEvictionRankHistogram() const;
   // Heap bytes of the source's per-source state (0 if it never had any);
   // takes the source's writer mutex: for tests and diagnosis.

@@ -34,7 +34,7 @@
 namespace kvidx {
 
 // Snapshot of one source, returned by BlockIndex::GetSourceStats.
-struct SourceStats {
+struct SourceIndexStats {
   SourceState state = SourceState::kConnecting;
   uint64_t stored_blocks = 0;        // block entries in indexed BlockStored events
   uint64_t removed_blocks = 0;       // block entries in indexed BlockRemoved events
@@ -62,7 +62,7 @@ struct RecencyRankHistogram {
 
 namespace internal {
 
-// Live counters behind SourceStats; written by the source's writer thread,
+// Live counters behind SourceIndexStats; written by the source's writer thread,
 // read by anyone.
 struct SourceCounters {
   std::atomic<uint8_t> state{0};

@@ -580,14 +580,7 @@ class PayloadDecoder : public Reader {
 
 }  // namespace
 
-bool Decoder::SplitFrames(std::span<const std::string_view> frames, RawMessage* out, DecodeError* err) {
-  if (frames.size() != 3) {
-    if (err != nullptr) {
-      err->reason = DecodeErrorReason::kFrameCount;
-      err->detail = "message has " + std::to_string(frames.size()) + " frames, expected 3 (topic, seq, payload)";
-    }
-    return false;
-  }
+bool Decoder::SplitFrames(std::span<const std::string_view, 3> frames, RawMessage* out, DecodeError* err) {
   if (frames[1].size() != 8) {
     if (err != nullptr) {
       err->reason = DecodeErrorReason::kSeqLength;

@@ -87,8 +87,10 @@ class Decoder {
  public:
   explicit Decoder(DecodeLimits limits = {}) : limits_(limits) {}
 
-  // Checks frame count and sequence width. `frames` views the message parts.
-  static bool SplitFrames(std::span<const std::string_view> frames, RawMessage* out, DecodeError* err);
+  // Checks the sequence width. `frames` views the message's three parts:
+  // the receiver counts them (kFrameCount) as it reads them, since it must
+  // bound how many it keeps anyway.
+  static bool SplitFrames(std::span<const std::string_view, 3> frames, RawMessage* out, DecodeError* err);
 
   // Decodes `payload` into `out` (cleared first). On failure returns false,
   // fills `err`, and leaves `out` in an unspecified but valid state.

@@ -72,10 +72,10 @@ struct EventBatch {
   std::vector<BlockKey> keys;
   std::vector<int64_t> tokens;
   uint32_t unknown_events = 0;                     // events with an unknown tag, skipped
-  // XXH3-64 of the raw payload bytes, set by ingest before delivery. The
-  // payload carries the engine's timestamp, so this identifies the batch:
-  // snapshots store it so a restart can tell "same engine" from "restarted".
-  uint64_t payload_fingerprint = 0;
+  // BatchFingerprint of the raw payload (ingest/batch_fingerprint.h), set
+  // by ingest before delivery: snapshots store it so a restart can tell
+  // "same engine" from "restarted".
+  uint64_t fingerprint = 0;
 
   std::span<const BlockKey> HashesOf(const KvEvent& e) const {
     return {keys.data() + e.block_hashes.offset, e.block_hashes.count};
@@ -91,7 +91,7 @@ struct EventBatch {
     keys.clear();
     tokens.clear();
     unknown_events = 0;
-    payload_fingerprint = 0;
+    fingerprint = 0;
   }
 };
 

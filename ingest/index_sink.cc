@@ -125,7 +125,7 @@ void IndexSink::OnBatch(const SourceSpec& spec, uint64_t seq, const EventBatch& 
   }
   b->last_seq.store(seq, std::memory_order_relaxed);
   b->last_ts.store(batch.ts, std::memory_order_relaxed);
-  b->last_fp.store(batch.payload_fingerprint, std::memory_order_relaxed);
+  b->last_fp.store(batch.fingerprint, std::memory_order_relaxed);
   b->has_seq.store(true, std::memory_order_release);
   last_seq_by_id_[b->source].store(static_cast<int64_t>(seq), std::memory_order_relaxed);
   stats_.applied_events.fetch_add(batch.events.size(), std::memory_order_relaxed);
@@ -142,9 +142,9 @@ void IndexSink::OnSourceReset(const SourceSpec& spec, ResetReason /*reason*/) {
 }
 
 void IndexSink::SeedWatermark(const std::string& source_name, uint64_t last_seq, double last_batch_ts,
-                              uint64_t last_fingerprint) {
+                              uint64_t last_batch_fingerprint) {
   std::unique_lock lock(mu_);
-  seeds_[source_name] = Seed{last_seq, last_batch_ts, last_fingerprint};
+  seeds_[source_name] = Seed{last_seq, last_batch_ts, last_batch_fingerprint};
 }
 
 void IndexSink::SetModelBlockSize(const std::string& model, uint32_t block_size) {
@@ -179,15 +179,14 @@ std::vector<SourceWatermark> IndexSink::Watermarks() const {
   out.reserve(bindings_.size());
   for (const auto& [id, b] : bindings_) {
     SourceWatermark w;
-    w.source = b->name;
+    w.source_id = b->source;
     w.replica = b->replica;
-    w.model = b->model_name;
     w.dp_rank = b->dp_rank;
-    w.id = b->source;
+    w.model = b->model_name;
     w.has_seq = b->has_seq.load(std::memory_order_acquire);
     w.last_seq = b->last_seq.load(std::memory_order_relaxed);
     w.last_batch_ts = b->last_ts.load(std::memory_order_relaxed);
-    w.last_fingerprint = b->last_fp.load(std::memory_order_relaxed);
+    w.last_batch_fingerprint = b->last_fp.load(std::memory_order_relaxed);
     out.push_back(std::move(w));
   }
   return out;

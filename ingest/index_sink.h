@@ -41,6 +41,7 @@
 #include "index/source_registry.h"
 #include "index/tier.h"
 #include "ingest/batch_sink.h"
+#include "ingest/source_watermark.h"
 
 namespace kvidx::ingest {
 
@@ -50,19 +51,6 @@ struct IndexSinkStats {
   std::atomic<uint64_t> apply_errors{0};     // index calls that returned an error
   std::atomic<uint64_t> unbound_batches{0};  // batches for a source never added
   std::atomic<uint64_t> block_size_mismatch_events{0};  // BlockStored events skipped: wrong block_size
-};
-
-// Where a source stands in its engine's stream, as the index last applied it.
-struct SourceWatermark {
-  std::string source;      // "<replica>/dp<rank>"
-  std::string replica;
-  std::string model;
-  uint32_t dp_rank = 0;
-  SourceId id = 0;
-  bool has_seq = false;
-  uint64_t last_seq = 0;
-  double last_batch_ts = 0;  // identity of the batch at last_seq (a replayed copy has the same ts)
-  uint64_t last_fingerprint = 0;  // EventBatch::payload_fingerprint of that batch (0 = unknown)
 };
 
 class IndexSink final : public BatchSink {
@@ -76,7 +64,8 @@ class IndexSink final : public BatchSink {
   void OnSourceStateChanged(const SourceSpec& source, SourceState from, SourceState to) override;
   void OnSourceRemoved(const SourceSpec& source) override;
 
-  // Watermarks of every bound source (control plane; snapshots).
+  // Watermarks of every bound source (control plane; snapshots): the
+  // stream position only (state and capacity stay 0).
   std::vector<SourceWatermark> Watermarks() const;
   std::optional<SourceId> FindSource(const std::string& replica, uint32_t dp_rank) const;
   // Last applied seq of a bound source by SourceId (-1 = none): the index's
@@ -88,7 +77,7 @@ class IndexSink final : public BatchSink {
   // snapshot taken before its first new batch still records it. Call before
   // the source is added; consumed by OnSourceAdded.
   void SeedWatermark(const std::string& source_name, uint64_t last_seq, double last_batch_ts,
-                     uint64_t last_fingerprint);
+                     uint64_t last_batch_fingerprint);
   // The block_size (tokens per block) engines of `model` must announce;
   // unset = not checked. Call before the model's sources are added.
   void SetModelBlockSize(const std::string& model, uint32_t block_size);

@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "ingest/decoder.h"
+#include "ingest/replay_options.h"
 #include "ingest/source_config.h"
 
 namespace kvidx::ingest {
@@ -31,15 +32,8 @@ struct IngestOptions {
   std::chrono::milliseconds reconnect_ivl{100};
   std::chrono::milliseconds reconnect_ivl_max{5000};
 
-  // Replay: per-attempt timeout (no reply frame for this long), retries, and
-  // the first retry's backoff (doubling).
-  std::chrono::milliseconds replay_timeout{2000};
-  int replay_max_retries = 3;
-  std::chrono::milliseconds replay_backoff{100};
-  size_t max_held_batches = 100000;
-  // Probe replay this long after each PUB (re)connect, to catch batches
-  // dropped before our subscription reached the engine (see sequencer.h).
-  std::chrono::milliseconds probe_delay{250};
+  // Every source's sequencer recovers missed batches with these.
+  ReplayOptions replay;
 
   // Messages read from one socket before the poll loop moves on (fairness
   // between sources).

@@ -57,7 +57,8 @@ struct IngestThread::Source final : Sequencer::Delegate {
   bool ever_connected = false;
   SourceState state = SourceState::kConnecting;
 
-  Sequencer::ApplyOutcome Apply(uint64_t seq, std::string_view payload, bool replayed) override;
+  Sequencer::ApplyOutcome Apply(uint64_t seq, std::string_view payload, uint64_t fingerprint,
+                                bool replayed) override;
   void Reset(ResetReason reason) override;
   void SendReplayRequest(uint64_t start_seq) override;
   void CancelReplay() override;
@@ -99,7 +100,8 @@ class IngestThread::Loop {
   void RunUntilStopped();
 
   // Sequencer delegate hooks.
-  Sequencer::ApplyOutcome Apply(Source& s, uint64_t seq, std::string_view payload, bool replayed);
+  Sequencer::ApplyOutcome Apply(Source& s, uint64_t seq, std::string_view payload, uint64_t fingerprint,
+                                bool replayed);
   void Reset(Source& s, ResetReason reason);
   void OpenReplay(Source& s, uint64_t start);
   void CloseReplay(Source& s);
@@ -189,15 +191,16 @@ class IngestThread::Loop {
 
 // ---- Source delegate -------------------------------------------------------
 
-Sequencer::ApplyOutcome IngestThread::Source::Apply(uint64_t s, std::string_view payload, bool replayed) {
-  return loop->Apply(*this, s, payload, replayed);
+Sequencer::ApplyOutcome IngestThread::Source::Apply(uint64_t s, std::string_view payload, uint64_t fingerprint,
+                                                    bool replayed) {
+  return loop->Apply(*this, s, payload, fingerprint, replayed);
 }
 void IngestThread::Source::Reset(ResetReason reason) { loop->Reset(*this, reason); }
 void IngestThread::Source::SendReplayRequest(uint64_t start_seq) { loop->OpenReplay(*this, start_seq); }
 void IngestThread::Source::CancelReplay() { loop->CloseReplay(*this); }
 
 Sequencer::ApplyOutcome IngestThread::Loop::Apply(Source& s, uint64_t seq, std::string_view payload,
-                                                  bool replayed) {
+                                                  uint64_t fingerprint, bool replayed) {
   SourceStats& st = *s.stats;
   DecodeError err;
   if (!decoder_.DecodePayload(payload, &batch_, &err)) {
@@ -228,7 +231,7 @@ Sequencer::ApplyOutcome IngestThread::Loop::Apply(Source& s, uint64_t seq, std::
   }
   if (batch_.unknown_events != 0) SourceStats::Inc(st.unknown_events, batch_.unknown_events);
   st.last_batch_ts.store(batch_.ts, std::memory_order_relaxed);
-  batch_.payload_fingerprint = Sequencer::FingerprintOf(payload);
+  batch_.fingerprint = fingerprint;
   try {
     sink_->OnBatch(s.spec, seq, batch_, replayed);
   } catch (const std::exception& e) {
@@ -380,11 +383,7 @@ Status IngestThread::Loop::DoAdd(const SourceSpec& spec, std::optional<uint64_t>
   so.has_replay = spec.has_replay();
   so.watermark = watermark;
   so.watermark_fingerprint = fingerprint;
-  so.replay_timeout = opts_.replay_timeout;
-  so.replay_max_retries = opts_.replay_max_retries;
-  so.replay_backoff = opts_.replay_backoff;
-  so.max_held_batches = opts_.max_held_batches;
-  so.probe_delay = opts_.probe_delay;
+  so.replay = opts_.replay;
   s->stats = std::move(stats);
   s->seq = std::make_unique<Sequencer>(so, s->stats.get(), s.get());
   Source& src = *s;
@@ -573,16 +572,15 @@ void IngestThread::Loop::DrainSub(zmq::socket_t& sock, Source* fixed, Listener* 
     } else {
       MarkReceived(*s);
     }
-    RawMessage raw;
-    DecodeError err;
-    std::array<std::string_view, 3> views;
-    for (size_t i = 0; i < std::min<size_t>(nf, 3); ++i) views[i] = View(frames_[i]);
     if (nf != 3) {
       uint64_t c = s->stats->decode_errors[ErrorIndex(DecodeErrorReason::kFrameCount)].fetch_add(1) + 1;
       if (ShouldLogSampled(c)) spdlog::warn("source {}: message with {} frames dropped [x{}]", s->spec.name, nf, c);
       AfterEvent(*s);
       continue;
     }
+    RawMessage raw;
+    DecodeError err;
+    const std::array<std::string_view, 3> views = {View(frames_[0]), View(frames_[1]), View(frames_[2])};
     if (!Decoder::SplitFrames(views, &raw, &err)) {
       uint64_t c = s->stats->decode_errors[ErrorIndex(err.reason)].fetch_add(1) + 1;
       if (ShouldLogSampled(c)) spdlog::warn("source {}: {} [x{}]", s->spec.name, err.detail, c);

@@ -55,7 +55,7 @@ class Ingester {
   void Stop();
 
   // Where a restored source resumes: the last seq the index holds and, if
-  // known, that batch's payload fingerprint (EventBatch::payload_fingerprint).
+  // known, that batch's BatchFingerprint.
   struct ResumePoint {
     uint64_t last_seq = 0;
     std::optional<uint64_t> fingerprint;

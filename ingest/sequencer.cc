@@ -1,7 +1,5 @@
 #include "ingest/sequencer.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -9,13 +7,7 @@ namespace kvidx::ingest {
 
 Sequencer::Sequencer(const Options& options, SourceStats* stats, Delegate* delegate)
     : opts_(options), stats_(stats), delegate_(delegate) {
-  if (opts_.fingerprint_window == 0) opts_.fingerprint_window = 1;
-  fingerprints_.resize(opts_.fingerprint_window);
-}
-
-uint64_t Sequencer::FingerprintOf(std::string_view payload) {
-  // The payload carries the engine timestamp, so equal bytes = the same batch.
-  return XXH3_64bits(payload.data(), payload.size());
+  fingerprints_.resize(std::max<size_t>(opts_.replay.fingerprint_window, 1));
 }
 
 std::optional<uint64_t> Sequencer::KnownFingerprint(uint64_t seq) const {
@@ -59,30 +51,37 @@ std::optional<Sequencer::Clock::time_point> Sequencer::NextDeadline() const {
 void Sequencer::OnPeerConnected(Clock::time_point now, bool reconnected) {
   // Only a replay can compare; without one the hint has nothing to act on.
   if (reconnected && opts_.has_replay && last_ && KnownFingerprint(*last_)) verify_at_ = *last_;
-  if (opts_.has_replay && opts_.probe_delay > Clock::duration::zero()) {
+  if (opts_.has_replay && opts_.replay.probe_delay > Clock::duration::zero()) {
     probe_pending_ = true;
-    probe_at_ = now + opts_.probe_delay;
+    probe_at_ = now + opts_.replay.probe_delay;
   }
 }
 
 void Sequencer::OnLive(uint64_t seq, std::string_view payload, Clock::time_point now) {
-  ProcessLive(seq, payload, now, /*from_held=*/false);
+  ProcessLive(seq, payload, BatchFingerprint(payload), now, /*from_held=*/false);
 }
 
-void Sequencer::Hold(uint64_t seq, std::string_view payload) {
+void Sequencer::Hold(uint64_t seq, std::string_view payload, uint64_t fp) {
   // Beyond the bound the batch is dropped here but not lost: the merge sees
   // the hole and replays it from the engine's ring.
-  if (held_.size() >= opts_.max_held_batches) return;
-  held_.push_back(Held{seq, std::string(payload)});
+  if (held_.size() >= opts_.replay.max_held_batches) return;
+  held_.push_back(Held{seq, fp, std::string(payload)});
 }
 
-void Sequencer::ProcessLive(uint64_t seq, std::string_view payload, Clock::time_point now, bool from_held) {
+void Sequencer::MergeHeld(Clock::time_point now) {
+  // A new gap among them starts a new replay and re-holds the rest.
+  std::deque<Held> held = std::move(held_);
+  held_.clear();
+  for (Held& h : held) ProcessLive(h.seq, h.payload, h.fingerprint, now, /*from_held=*/true);
+}
+
+void Sequencer::ProcessLive(uint64_t seq, std::string_view payload, uint64_t fp, Clock::time_point now,
+                            bool from_held) {
   if (replaying_) {
-    Hold(seq, payload);
+    Hold(seq, payload, fp);
     return;
   }
   if (last_ && seq <= *last_) {
-    uint64_t fp = FingerprintOf(payload);
     std::optional<uint64_t> known = KnownFingerprint(seq);
     // A held batch older than the window was almost surely applied by the
     // replay that just ended; a live one that old can only be a new engine.
@@ -91,14 +90,14 @@ void Sequencer::ProcessLive(uint64_t seq, std::string_view payload, Clock::time_
       SourceStats::Inc(stats_->duplicate_batches);
       return;
     }
-    HandleRestart(seq, payload, now);
+    HandleRestart(seq, payload, fp, now);
     return;
   }
 
   uint64_t next = NextSeq();
   if (last_ && Implausible(seq, next)) return;
   if (verify_at_) {
-    Hold(seq, payload);
+    Hold(seq, payload, fp);
     if (seq > next) SourceStats::Inc(stats_->seq_gaps);
     StartReplay(next, seq > next ? ReplayReason::kGap : ReplayReason::kProbe, std::exchange(verify_at_, std::nullopt),
                 now);
@@ -107,7 +106,7 @@ void Sequencer::ProcessLive(uint64_t seq, std::string_view payload, Clock::time_
   if (seq == next) {
     pending_unknown_ = false;
     accept_any_base_ = false;
-    ApplyOne(seq, payload, FingerprintOf(payload), /*replayed=*/false);
+    ApplyOne(seq, payload, fp, /*replayed=*/false);
     return;
   }
 
@@ -115,7 +114,7 @@ void Sequencer::ProcessLive(uint64_t seq, std::string_view payload, Clock::time_
   if (accept_any_base_) {
     accept_any_base_ = false;
     pending_unknown_ = false;
-    ApplyOne(seq, payload, FingerprintOf(payload), false);
+    ApplyOne(seq, payload, fp, false);
     return;
   }
   SourceStats::Inc(stats_->seq_gaps);
@@ -126,10 +125,10 @@ void Sequencer::ProcessLive(uint64_t seq, std::string_view payload, Clock::time_
     }
     pending_unknown_ = false;
     DeclareLoss(seq - next);
-    ApplyOne(seq, payload, FingerprintOf(payload), false);
+    ApplyOne(seq, payload, fp, false);
     return;
   }
-  Hold(seq, payload);
+  Hold(seq, payload, fp);
   StartReplay(next, ReplayReason::kGap, std::nullopt, now);
 }
 
@@ -143,24 +142,24 @@ void Sequencer::ForgetState() {
   for (auto& f : fingerprints_) f = Fingerprint{};
 }
 
-void Sequencer::HandleRestart(uint64_t seq, std::string_view payload, Clock::time_point now) {
+void Sequencer::HandleRestart(uint64_t seq, std::string_view payload, uint64_t fp, Clock::time_point now) {
   SourceStats::Inc(stats_->engine_restarts);
   ForgetState();
   delegate_->Reset(ResetReason::kEngineRestart);
   if (seq == 0) {
-    ApplyOne(seq, payload, FingerprintOf(payload), false);
+    ApplyOne(seq, payload, fp, false);
     return;
   }
   // We joined the new engine late: its batches 0..seq-1 are in its ring.
   SourceStats::Inc(stats_->seq_gaps);
   if (opts_.has_replay) {
-    Hold(seq, payload);
+    Hold(seq, payload, fp);
     StartReplay(0, ReplayReason::kRestart, std::nullopt, now);
     return;
   }
   stats_->replay_requests[static_cast<size_t>(ReplayResult::kUnavailable)].fetch_add(1, std::memory_order_relaxed);
   DeclareLoss(seq);
-  ApplyOne(seq, payload, FingerprintOf(payload), false);
+  ApplyOne(seq, payload, fp, false);
 }
 
 void Sequencer::StartReplay(uint64_t start, ReplayReason reason, std::optional<uint64_t> verify,
@@ -178,20 +177,21 @@ void Sequencer::StartReplay(uint64_t start, ReplayReason reason, std::optional<u
 void Sequencer::SendCurrentRequest(Clock::time_point now) {
   replay_.first_of_attempt = true;
   replay_.waiting_resend = false;
-  replay_.deadline = now + opts_.replay_timeout;
+  replay_.deadline = now + opts_.replay.timeout;
   delegate_->SendReplayRequest(replay_.verify ? *replay_.verify : replay_.start);
 }
 
 void Sequencer::OnReplayBatch(uint64_t seq, std::string_view payload, Clock::time_point now) {
   if (!replaying_ || replay_.waiting_resend) return;  // nothing asked: stray frame
-  replay_.deadline = now + opts_.replay_timeout;
+  replay_.deadline = now + opts_.replay.timeout;
+  const uint64_t fp = BatchFingerprint(payload);
 
   if (replay_.verify) {
     uint64_t verify = *replay_.verify;
     replay_.verify.reset();
     if (seq == verify) {
       std::optional<uint64_t> known = KnownFingerprint(seq);
-      if (known && *known != FingerprintOf(payload)) {
+      if (known && *known != fp) {
         // The ring's copy of our last batch differs: a new engine wrote it.
         RestartDuringReplay(/*replay_from_zero=*/true, now);
         return;
@@ -218,7 +218,7 @@ void Sequencer::OnReplayBatch(uint64_t seq, std::string_view payload, Clock::tim
     if (!resync_base) DeclareLoss(seq - next);
   }
   replay_.progressed = true;
-  ApplyOne(seq, payload, FingerprintOf(payload), /*replayed=*/true);
+  ApplyOne(seq, payload, fp, /*replayed=*/true);
 }
 
 void Sequencer::RestartDuringReplay(bool replay_from_zero, Clock::time_point now) {
@@ -232,9 +232,7 @@ void Sequencer::RestartDuringReplay(bool replay_from_zero, Clock::time_point now
     StartReplay(0, ReplayReason::kRestart, std::nullopt, now);  // held batches stay held
     return;
   }
-  std::deque<Held> held = std::move(held_);
-  held_.clear();
-  for (Held& h : held) ProcessLive(h.seq, h.payload, now, /*from_held=*/true);
+  MergeHeld(now);
 }
 
 void Sequencer::OnReplayEnd(Clock::time_point now) {
@@ -262,11 +260,7 @@ void Sequencer::EndReplay(ReplayResult result, Clock::time_point now) {
       pending_unknown_ = true;  // the next arrival tells how many were lost
     }
   }
-  // Merge the live batches that arrived meanwhile, in arrival order. A new
-  // gap among them starts a new replay and re-holds the rest.
-  std::deque<Held> held = std::move(held_);
-  held_.clear();
-  for (Held& h : held) ProcessLive(h.seq, h.payload, now, /*from_held=*/true);
+  MergeHeld(now);  // the live batches that arrived meanwhile
 }
 
 void Sequencer::Tick(Clock::time_point now) {
@@ -287,10 +281,10 @@ void Sequencer::Tick(Clock::time_point now) {
   }
   if (now < replay_.deadline) return;
   delegate_->CancelReplay();
-  if (replay_.attempt < opts_.replay_max_retries) {
+  if (replay_.attempt < opts_.replay.max_retries) {
     ++replay_.attempt;
     replay_.waiting_resend = true;
-    replay_.resend_at = now + opts_.replay_backoff * (1 << std::min(replay_.attempt - 1, 16));
+    replay_.resend_at = now + opts_.replay.backoff * (1 << std::min(replay_.attempt - 1, 16));
     return;
   }
   EndReplay(ReplayResult::kTimeout, now);
@@ -308,14 +302,12 @@ void Sequencer::Resync(Clock::time_point now) {
     StartReplay(0, ReplayReason::kResync, std::nullopt, now);
   } else {
     accept_any_base_ = true;
-    std::deque<Held> held = std::move(held_);
-    held_.clear();
-    for (Held& h : held) ProcessLive(h.seq, h.payload, now, true);
+    MergeHeld(now);
   }
 }
 
 bool Sequencer::Implausible(uint64_t seq, uint64_t next) {
-  if (seq <= next || seq - next <= opts_.max_seq_jump) return false;
+  if (seq <= next || seq - next <= opts_.replay.max_seq_jump) return false;
   SourceStats::Inc(stats_->seq_implausible);
   return true;
 }
@@ -323,7 +315,7 @@ bool Sequencer::Implausible(uint64_t seq, uint64_t next) {
 void Sequencer::DeclareLoss(uint64_t n) {
   if (n == 0) return;
   degraded_ = true;
-  if (n > opts_.max_seq_jump) {
+  if (n > opts_.replay.max_seq_jump) {
     SourceStats::Inc(stats_->seq_implausible);
     return;
   }
@@ -331,7 +323,7 @@ void Sequencer::DeclareLoss(uint64_t n) {
 }
 
 void Sequencer::ApplyOne(uint64_t seq, std::string_view payload, uint64_t fp, bool replayed) {
-  ApplyOutcome out = delegate_->Apply(seq, payload, replayed);
+  ApplyOutcome out = delegate_->Apply(seq, payload, fp, replayed);
   if (replayed) SourceStats::Inc(stats_->batches_replayed);
   Fingerprint& f = fingerprints_[seq % fingerprints_.size()];
   f.seq_plus_one = seq + 1;

@@ -37,7 +37,7 @@
 //     expected), and the source is DEGRADED. It is EXACT again once the
 //     engine's state is known: an AllBlocksCleared event is applied, the
 //     engine restarts at seq 0, or an operator resync completes.
-//   - a seq more than Options::max_seq_jump past the expected one (live or
+//   - a seq more than ReplayOptions::max_seq_jump past the expected one (live or
 //     replayed) is a protocol error: dropped and counted, never a loss of
 //     2^63 batches; a loss larger than that bound is counted the same way.
 //   - an undecodable payload consumes its seq but leaves the source DEGRADED
@@ -66,7 +66,9 @@
 #include <string_view>
 #include <vector>
 
+#include "ingest/batch_fingerprint.h"
 #include "ingest/batch_sink.h"
+#include "ingest/replay_options.h"
 #include "ingest/source_stats.h"
 
 namespace kvidx::ingest {
@@ -75,35 +77,13 @@ class Sequencer {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Identity of a batch: XXH3-64 of its payload bytes (which carry the
-  // engine timestamp, so equal bytes = the same batch).
-  static uint64_t FingerprintOf(std::string_view payload);
-
   struct Options {
     bool has_replay = false;
     // Restore from a snapshot: the last seq the index already holds.
     std::optional<uint64_t> watermark;
-    // Fingerprint (FingerprintOf) of the batch at `watermark`, if known.
+    // BatchFingerprint of the batch at `watermark`, if known.
     std::optional<uint64_t> watermark_fingerprint;
-    // A replay attempt fails if no reply frame arrives for this long.
-    Clock::duration replay_timeout = std::chrono::seconds(2);
-    // Retries after the first attempt; the n-th waits replay_backoff * 2^(n-1).
-    int replay_max_retries = 3;
-    Clock::duration replay_backoff = std::chrono::milliseconds(100);
-    // Live batches held during a replay beyond this are dropped (the merge
-    // then sees a gap and asks again: they are still in the engine's ring).
-    size_t max_held_batches = 100000;
-    // Recent payload fingerprints kept to tell a duplicate from a restart.
-    size_t fingerprint_window = 64;
-    // Delay between a (re)connect and its probe replay (0 = no probes): long
-    // enough for our subscription to reach the PUB.
-    Clock::duration probe_delay = std::chrono::milliseconds(250);
-    // A batch whose seq is further than this past the next expected one is
-    // a corrupt or hostile sequence number, not a loss: no engine publishes
-    // 2^32 batches between two we receive. It is dropped and counted in
-    // seq_implausible; if it was a real batch with a damaged seq, the next
-    // one reveals the gap and the replay recovers it.
-    uint64_t max_seq_jump = uint64_t{1} << 32;
+    ReplayOptions replay;
   };
 
   // What applying one payload revealed.
@@ -115,8 +95,9 @@ class Sequencer {
   class Delegate {
    public:
     virtual ~Delegate() = default;
-    // Decode and deliver one batch, in sequence order.
-    virtual ApplyOutcome Apply(uint64_t seq, std::string_view payload, bool replayed) = 0;
+    // Decode and deliver one batch, in sequence order. `fingerprint` is
+    // BatchFingerprint(payload), computed once per arrival.
+    virtual ApplyOutcome Apply(uint64_t seq, std::string_view payload, uint64_t fingerprint, bool replayed) = 0;
     // Drop every block of the source.
     virtual void Reset(ResetReason reason) = 0;
     // Send ["", u64be(start)] on a fresh DEALER (any previous request's
@@ -162,6 +143,7 @@ class Sequencer {
   enum class ReplayReason : uint8_t { kStart, kGap, kRestart, kResync, kProbe };
   struct Held {
     uint64_t seq;
+    uint64_t fingerprint;
     std::string payload;
   };
   struct Fingerprint {
@@ -169,8 +151,8 @@ class Sequencer {
     uint64_t hash = 0;
   };
 
-  void ProcessLive(uint64_t seq, std::string_view payload, Clock::time_point now, bool from_held);
-  void HandleRestart(uint64_t seq, std::string_view payload, Clock::time_point now);
+  void ProcessLive(uint64_t seq, std::string_view payload, uint64_t fp, Clock::time_point now, bool from_held);
+  void HandleRestart(uint64_t seq, std::string_view payload, uint64_t fp, Clock::time_point now);
   void StartReplay(uint64_t start, ReplayReason reason, std::optional<uint64_t> verify, Clock::time_point now);
   void SendCurrentRequest(Clock::time_point now);
   void EndReplay(ReplayResult result, Clock::time_point now);
@@ -178,7 +160,9 @@ class Sequencer {
   void ApplyOne(uint64_t seq, std::string_view payload, uint64_t fp, bool replayed);
   void DeclareLoss(uint64_t n);
   void ForgetState();
-  void Hold(uint64_t seq, std::string_view payload);
+  void Hold(uint64_t seq, std::string_view payload, uint64_t fp);
+  // Feeds the held batches back through ProcessLive, in arrival order.
+  void MergeHeld(Clock::time_point now);
   uint64_t NextSeq() const { return last_ ? *last_ + 1 : 0; }
   // True (and counted) if `seq` jumps implausibly far past `next`.
   bool Implausible(uint64_t seq, uint64_t next);

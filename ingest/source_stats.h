@@ -69,7 +69,7 @@ struct SourceStats {
   std::atomic<uint64_t> batches_replayed{0};
   std::array<std::atomic<uint64_t>, kNumReplayResults> replay_requests{};
   std::atomic<uint64_t> batches_lost{0};
-  std::atomic<uint64_t> seq_implausible{0};       // jumps beyond Options::max_seq_jump, dropped
+  std::atomic<uint64_t> seq_implausible{0};       // jumps beyond ReplayOptions::max_seq_jump, dropped
   std::atomic<uint64_t> duplicate_batches{0};
   std::atomic<uint64_t> engine_restarts{0};
   std::array<std::atomic<uint64_t>, kNumErrorReasons> decode_errors{};

@@ -818,8 +818,8 @@ ingest::IngestOptions ToIngestOptions(const ServerConfig& config) {
   ingest::IngestOptions o;
   o.num_threads = in.threads;
   o.topic_template = ingest::TopicTemplate(in.topic_template);
-  o.replay_timeout = std::chrono::milliseconds(in.replay_timeout_ms);
-  o.replay_max_retries = static_cast<int>(in.replay_max_retries);
+  o.replay.timeout = std::chrono::milliseconds(in.replay_timeout_ms);
+  o.replay.max_retries = static_cast<int>(in.replay_max_retries);
   o.heartbeat_ivl = std::chrono::milliseconds(in.heartbeat_ivl_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(in.heartbeat_timeout_ms);
   o.sub_rcvhwm = in.sub_rcvhwm;

@@ -350,7 +350,7 @@ grpc::Status KvIndexService::ListReplicasAnswer(const v1::ListReplicasRequest& r
     ss->set_has_seq(s.last_seq >= 0);
     ss->set_last_seq(s.last_seq >= 0 ? static_cast<uint64_t>(s.last_seq) : 0);
     if (std::optional<SourceId> id = node_->sources().Find(s.spec.replica, s.spec.dp_rank)) {
-      SourceStats st = node_->index().GetSourceStats(*id);
+      SourceIndexStats st = node_->index().GetSourceStats(*id);
       for (const auto& [tier, n] : st.blocks_per_tier) {
         v1::TierCount* tc = ss->add_blocks();
         tc->set_tier(std::string(node_->tiers().Name(tier)));

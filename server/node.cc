@@ -98,7 +98,7 @@ Status Node::Restore() {
   if (Status s = snapshot::ApplySnapshot(data, &tiers_, &sources_, &index_, &store_->stats()); !s.ok()) return s;
   restore_.had_snapshot = true;
   restore_.owners = data.index.owners.size();
-  for (const snapshot::SourceWatermark& w : data.sources) {
+  for (const ingest::SourceWatermark& w : data.sources) {
     restored_[ingest::SourceName(w.replica, w.dp_rank)] = w;
   }
   restore_.duration_seconds = Seconds(Clock::now() - t0);
@@ -120,7 +120,7 @@ Status Node::Start() {
     for (uint32_t r = 0; r < e.engine.data_parallel_size; ++r) configured[ingest::SourceName(e.engine.replica, r)] = true;
   }
   for (auto it = restored_.begin(); it != restored_.end();) {
-    const snapshot::SourceWatermark& w = it->second;
+    const ingest::SourceWatermark& w = it->second;
     bool keep = configured.count(it->first) > 0 && w.has_seq;
     if (keep) {
       const EngineEntry* e = nullptr;
@@ -197,9 +197,9 @@ Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>*
     if (it == restored_.end()) continue;
     ingest::Ingester::ResumePoint rp;
     rp.last_seq = it->second.last_seq;
-    if (it->second.last_batch_digest != 0) rp.fingerprint = it->second.last_batch_digest;
+    if (it->second.last_batch_fingerprint != 0) rp.fingerprint = it->second.last_batch_fingerprint;
     watermarks[r] = rp;
-    sink_.SeedWatermark(name, it->second.last_seq, it->second.last_batch_ts, it->second.last_batch_digest);
+    sink_.SeedWatermark(name, it->second.last_seq, it->second.last_batch_ts, it->second.last_batch_fingerprint);
     ++restore_.sources_resumed;
     restored_.erase(it);
   }
@@ -271,24 +271,17 @@ Result<SnapshotOutcome> Node::Snapshot() {
   }
   SortSnapshot(&data.index);  // after the pause: ingest is already moving again
   std::map<SourceId, const ingest::SourceWatermark*> by_id;
-  for (const ingest::SourceWatermark& w : marks) by_id[w.id] = &w;
+  for (const ingest::SourceWatermark& w : marks) by_id[w.source_id] = &w;
   for (size_t i = 0; i < tiers_.size(); ++i) data.tier_names.emplace_back(tiers_.Name(static_cast<Tier>(i)));
   const size_t n = sources_.size();
   for (SourceId id = 0; id < n; ++id) {
     const SourceInfo* info = sources_.Get(id);
-    snapshot::SourceWatermark w;
+    ingest::SourceWatermark w;
+    if (auto it = by_id.find(id); it != by_id.end()) w = *it->second;  // model and stream position
+    // Identity as the registry has it (a retired id has none).
     w.source_id = id;
-    if (info != nullptr) {
-      w.replica = info->replica;
-      w.dp_rank = info->dp_rank;
-    }
-    if (auto it = by_id.find(id); it != by_id.end()) {
-      w.model = it->second->model;
-      w.has_seq = it->second->has_seq;
-      w.last_seq = it->second->last_seq;
-      w.last_batch_ts = it->second->last_batch_ts;
-      w.last_batch_digest = it->second->last_fingerprint;
-    }
+    w.replica = info != nullptr ? info->replica : std::string();
+    w.dp_rank = info != nullptr ? info->dp_rank : 0;
     w.state = static_cast<uint8_t>(index_.GetSourceState(id));
     w.gpu_capacity_blocks = index_.GetSourceStats(id).gpu_capacity;
     data.sources.push_back(std::move(w));
@@ -321,7 +314,7 @@ std::vector<MetricSample> Node::RenderMetrics() const {
     const SourceInfo* info = sources_.Get(id);
     if (info == nullptr || !sources_.IsLive(id)) continue;
     const std::string src = ingest::SourceName(info->replica, info->dp_rank);
-    SourceStats st = index_.GetSourceStats(id);
+    SourceIndexStats st = index_.GetSourceStats(id);
     for (const auto& [tier, blocks] : st.blocks_per_tier) {
       add(m::kSourceBlocks, d(blocks), {{"source", src}, {"tier", std::string(tiers_.Name(tier))}});
     }

@@ -149,7 +149,7 @@ class Node {
   EngineClaims claims_;  // replicas and streams of engines_ (ValidateEngine)
   // Watermarks from the restored snapshot, by "<replica>/dp<rank>", until
   // Start() has consumed them.
-  std::map<std::string, snapshot::SourceWatermark> restored_;
+  std::map<std::string, ingest::SourceWatermark> restored_;
   bool started_ = false;
   RestoreReport restore_;
 

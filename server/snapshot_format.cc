@@ -158,8 +158,6 @@ Status Validate(const SnapshotData& d) {
   return Status::Ok();
 }
 
-uint64_t BatchDigest(std::span<const uint8_t> payload) { return XXH3_64bits(payload.data(), payload.size()); }
-
 std::string_view ChunkTypeName(ChunkType t) {
   switch (t) {
     case ChunkType::kClocks: return "clocks";
@@ -386,10 +384,10 @@ Status DecodeTiers(std::string_view payload, std::vector<std::string>* out) {
   return r.Finish();
 }
 
-std::string EncodeSources(const std::vector<SourceWatermark>& sources) {
+std::string EncodeSources(const std::vector<ingest::SourceWatermark>& sources) {
   std::string s;
   Put<uint32_t>(&s, static_cast<uint32_t>(sources.size()));
-  for (const SourceWatermark& w : sources) {
+  for (const ingest::SourceWatermark& w : sources) {
     Put<uint32_t>(&s, w.source_id);
     PutStr(&s, w.replica);
     Put<uint32_t>(&s, w.dp_rank);
@@ -397,7 +395,7 @@ std::string EncodeSources(const std::vector<SourceWatermark>& sources) {
     PutStr(&s, w.endpoint);
     Put<uint8_t>(&s, w.has_seq ? 1 : 0);
     Put<uint64_t>(&s, w.last_seq);
-    Put<uint64_t>(&s, w.last_batch_digest);
+    Put<uint64_t>(&s, w.last_batch_fingerprint);
     Put<uint64_t>(&s, std::bit_cast<uint64_t>(w.last_batch_ts));
     Put<uint8_t>(&s, w.state);
     Put<uint64_t>(&s, w.gpu_capacity_blocks);
@@ -405,17 +403,17 @@ std::string EncodeSources(const std::vector<SourceWatermark>& sources) {
   return s;
 }
 
-Status DecodeSources(std::string_view payload, std::vector<SourceWatermark>* out) {
+Status DecodeSources(std::string_view payload, std::vector<ingest::SourceWatermark>* out) {
   Reader r(payload, "sources chunk");
   uint32_t n = 0;
   if (r.Get(&n, "count") && n > kMaxSources) r.Fail("source count " + std::to_string(n) + " exceeds kMaxSources");
   for (uint32_t i = 0; i < n && r.status().ok(); ++i) {
-    SourceWatermark w;
+    ingest::SourceWatermark w;
     uint8_t has_seq = 0;
     uint64_t ts_bits = 0;
     if (!(r.Get(&w.source_id, "source_id") && r.GetStr(&w.replica, "replica") && r.Get(&w.dp_rank, "dp_rank") &&
           r.GetStr(&w.model, "model") && r.GetStr(&w.endpoint, "endpoint") && r.Get(&has_seq, "has_seq") &&
-          r.Get(&w.last_seq, "last_seq") && r.Get(&w.last_batch_digest, "last_batch_digest") &&
+          r.Get(&w.last_seq, "last_seq") && r.Get(&w.last_batch_fingerprint, "last_batch_fingerprint") &&
           r.Get(&ts_bits, "last_batch_ts") && r.Get(&w.state, "state") &&
           r.Get(&w.gpu_capacity_blocks, "gpu_capacity_blocks"))) {
       break;

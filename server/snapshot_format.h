@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "index/block_index.h"
+#include "ingest/source_watermark.h"
 #include "base/status.h"
 
 namespace kvidx::snapshot {
@@ -47,42 +48,16 @@ namespace kvidx::snapshot {
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr uint32_t kDefaultOwnersPerChunk = 65536;
 
-// Per (replica, DP rank) source: the identity of the engine the index
-// contents were taken against and how far its stream was applied.
-//
-// Engine identity. Sequence numbers alone cannot tell "the same engine went
-// on" from "the engine restarted and its new sequence numbers already
-// exceed ours": both look like a higher seq. So the watermark also keeps a
-// digest of the last applied batch (BatchDigest of its payload bytes, which
-// carry the engine's own timestamp). On restore, request replay from
-// last_seq itself (not last_seq + 1) and compare the first replayed batch
-// (ingest/sequencer.h does): the same engine still has that batch and
-// returns it byte for byte; a restarted engine either has nothing at that
-// seq or a batch with another digest.
-struct SourceWatermark {
-  SourceId source_id = 0;          // index's SourceId; entries are dense 0..n-1
-  std::string replica;
-  uint32_t dp_rank = 0;
-  std::string model;
-  std::string endpoint;            // informational (logs): where it was read from
-  bool has_seq = false;            // false: no batch applied yet (cold start)
-  uint64_t last_seq = 0;           // last applied batch sequence number
-  uint64_t last_batch_digest = 0;  // BatchDigest of that batch's payload
-  double last_batch_ts = 0;        // that batch's engine timestamp (seconds)
-  uint8_t state = 0;               // kvidx::SourceState (index/source_state.h), as its stable number
-  uint64_t gpu_capacity_blocks = 0;  // BlockIndex::SetSourceCapacity value; 0 = unknown
-
-  friend bool operator==(const SourceWatermark&, const SourceWatermark&) = default;
-};
-
 struct SnapshotData {
   uint32_t format_version = kFormatVersion;  // set by LoadLatest; Write ignores it
   uint64_t created_unix_ms = 0;
   IndexSnapshot index;
   // TierRegistry names by id (index 0 = "GPU", 1 = "CPU", 2 = "STORAGE", ...).
   std::vector<std::string> tier_names;
-  // One per SourceId the registry handed out, sorted by source_id, dense.
-  std::vector<SourceWatermark> sources;
+  // One per SourceId the registry handed out, sorted by source_id, dense
+  // (0..n-1): the identity of the engine the index contents were taken
+  // against and how far its stream was applied.
+  std::vector<ingest::SourceWatermark> sources;
 };
 
 // Content equality (SameContents for the index part).
@@ -92,11 +67,6 @@ bool SameSnapshot(const SnapshotData& a, const SnapshotData& b);
 // order, every owner's model/source/tier known, every clock's source known.
 // InvalidArgument (Write) naming the first offending entry.
 Status Validate(const SnapshotData& data);
-
-// XXH3-64 of a batch's raw payload bytes: SourceWatermark's digest. Equal to
-// ingest's Sequencer::FingerprintOf / EventBatch::payload_fingerprint, which
-// is what the sequencer checks a resumed source's watermark batch against.
-uint64_t BatchDigest(std::span<const uint8_t> payload);
 
 // ---- Encoding (used by SnapshotStore; exposed for tests) -------------------
 
@@ -160,8 +130,8 @@ std::string EncodeClocks(const std::vector<std::pair<SourceId, uint64_t>>& clock
 Status DecodeClocks(std::string_view payload, std::vector<std::pair<SourceId, uint64_t>>* out);
 std::string EncodeTiers(const std::vector<std::string>& names);
 Status DecodeTiers(std::string_view payload, std::vector<std::string>* out);
-std::string EncodeSources(const std::vector<SourceWatermark>& sources);
-Status DecodeSources(std::string_view payload, std::vector<SourceWatermark>* out);
+std::string EncodeSources(const std::vector<ingest::SourceWatermark>& sources);
+Status DecodeSources(std::string_view payload, std::vector<ingest::SourceWatermark>* out);
 // Encodes owners[0..n) (n <= 2^24) into `out` (cleared first; reused buffer).
 void EncodeOwners(std::span<const OwnerRecord> owners, std::string* out);
 Status DecodeOwners(std::string_view payload, std::vector<OwnerRecord>* out);

@@ -804,7 +804,7 @@ Status ApplySnapshot(const SnapshotData& data, TierRegistry* tiers, SourceRegist
                                         " (TierRegistry not fresh?)");
     }
   }
-  for (const SourceWatermark& w : data.sources) {
+  for (const ingest::SourceWatermark& w : data.sources) {
     if (w.state >= kNumSourceStates) {
       return Status::Corruption("source " + w.replica + "/dp" + std::to_string(w.dp_rank) + ": state " +
                                 std::to_string(w.state));
@@ -819,7 +819,7 @@ Status ApplySnapshot(const SnapshotData& data, TierRegistry* tiers, SourceRegist
   }
   st = index->Restore(data.index);
   if (!st.ok()) return st;
-  for (const SourceWatermark& w : data.sources) {
+  for (const ingest::SourceWatermark& w : data.sources) {
     index->SetSourceState(w.source_id, static_cast<SourceState>(w.state));
     if (w.gpu_capacity_blocks != 0) index->SetSourceCapacity(w.source_id, w.gpu_capacity_blocks);
   }

@@ -55,22 +55,20 @@ class ExtraKeysDecoder : public Reader {
     return WrongType("block " + std::to_string(block_) + ": " + std::string(expected), got);
   }
 
-  bool ReadKey(ExtraKey* k) {
+  bool ReadKey(kvidx::ExtraKey* k) {
     Item it;
     if (!Next(&it)) return false;
     switch (it.kind) {
       case Kind::kStr:
-        k->kind = ExtraKey::Kind::kStr;
-        k->str.assign(it.str());
+        *k = kvidx::ExtraKey::Str(it.str());
         return true;
       case Kind::kBin:
-        k->kind = ExtraKey::Kind::kBytes;
-        k->str.assign(it.str());
+        *k = kvidx::ExtraKey::Bytes(it.str());
         return true;
       case Kind::kUint:
       case Kind::kInt:
-        k->kind = ExtraKey::Kind::kInt;
-        return AsInt64(it, &k->num);
+        k->kind = kvidx::ExtraKey::Kind::kInt;
+        return AsInt64(it, &k->number);
       case Kind::kArray: {
         // Multimodal (identifier, offset-in-block) pair.
         if (it.n != 2) return BlockWrongType("a 2-element (identifier, offset) array", it.kind);
@@ -78,9 +76,9 @@ class ExtraKeysDecoder : public Reader {
         if (!Next(&id)) return false;
         if (id.kind != Kind::kStr) return BlockWrongType("str multimodal identifier", id.kind);
         if (!Next(&off)) return false;
-        k->kind = ExtraKey::Kind::kMm;
-        k->str.assign(id.str());
-        return AsInt64(off, &k->num);
+        k->kind = kvidx::ExtraKey::Kind::kMmItem;
+        k->text = id.str();
+        return AsInt64(off, &k->number);
       }
       default: return BlockWrongType("str, int, bin or [str, int]", it.kind);
     }

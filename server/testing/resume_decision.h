@@ -32,16 +32,17 @@ inline std::string_view ResumeDecisionName(ResumeDecision d) {
 //   no watermark (has_seq false)                 -> kEngineRestarted (cold start)
 //   nothing replayed                             -> kEngineRestarted (its seq is below ours)
 //   first seq <  last_seq                        -> kEngineRestarted (seq went backwards)
-//   first seq == last_seq, digest equal          -> kContinue
-//   first seq == last_seq, digest differs        -> kEngineRestarted
+//   first seq == last_seq, fingerprint equal     -> kContinue
+//   first seq == last_seq, fingerprint differs   -> kEngineRestarted
 //   first seq >  last_seq                        -> kOverrun (lost >= first - last_seq - 1;
 //                                                   a restart is indistinguishable here)
-inline ResumeDecision ClassifyResume(const SourceWatermark& wm, std::optional<uint64_t> first_seq,
-                                     uint64_t first_digest) {
+inline ResumeDecision ClassifyResume(const ingest::SourceWatermark& wm, std::optional<uint64_t> first_seq,
+                                     uint64_t first_fingerprint) {
   if (!wm.has_seq || !first_seq) return ResumeDecision::kEngineRestarted;
   if (*first_seq < wm.last_seq) return ResumeDecision::kEngineRestarted;
   if (*first_seq > wm.last_seq) return ResumeDecision::kOverrun;
-  return first_digest == wm.last_batch_digest ? ResumeDecision::kContinue : ResumeDecision::kEngineRestarted;
+  return first_fingerprint == wm.last_batch_fingerprint ? ResumeDecision::kContinue
+                                                        : ResumeDecision::kEngineRestarted;
 }
 
 }  // namespace kvidx::snapshot

@@ -557,8 +557,8 @@ ingest:
   ingest::IngestOptions o = ToIngestOptions(c);
   EXPECT_EQ(o.num_threads, 4u);
   EXPECT_EQ(o.topic_template.pattern(), "kv@{replica}@{model}");
-  EXPECT_EQ(o.replay_timeout, std::chrono::milliseconds(750));
-  EXPECT_EQ(o.replay_max_retries, 7);
+  EXPECT_EQ(o.replay.timeout, std::chrono::milliseconds(750));
+  EXPECT_EQ(o.replay.max_retries, 7);
   EXPECT_EQ(o.heartbeat_ivl, std::chrono::milliseconds(200));
   EXPECT_EQ(o.heartbeat_timeout, std::chrono::milliseconds(900));
   EXPECT_EQ(o.sub_rcvhwm, 5000);
@@ -567,8 +567,8 @@ ingest:
   ingest::IngestOptions plain;
   EXPECT_EQ(d.num_threads, plain.num_threads);
   EXPECT_TRUE(d.topic_template.empty());
-  EXPECT_EQ(d.replay_timeout, plain.replay_timeout);
-  EXPECT_EQ(d.replay_max_retries, plain.replay_max_retries);
+  EXPECT_EQ(d.replay.timeout, plain.replay.timeout);
+  EXPECT_EQ(d.replay.max_retries, plain.replay.max_retries);
   EXPECT_EQ(d.heartbeat_ivl, plain.heartbeat_ivl);
   EXPECT_EQ(d.heartbeat_timeout, plain.heartbeat_timeout);
   EXPECT_EQ(d.sub_rcvhwm, plain.sub_rcvhwm);

@@ -207,10 +207,11 @@ TEST(RoundTrip, ExtraKeysSurviveAndDecode) {
   EXPECT_FALSE(out[0].present);
   ASSERT_TRUE(out[1].present);
   ASSERT_EQ(out[1].keys.size(), 4u);
-  EXPECT_EQ(out[1].keys[0], (ExtraKey{ExtraKey::Kind::kStr, "my-lora", 0}));
-  EXPECT_EQ(out[1].keys[1], (ExtraKey{ExtraKey::Kind::kInt, "", -7}));
-  EXPECT_EQ(out[1].keys[2], (ExtraKey{ExtraKey::Kind::kBytes, std::string(32, '\x01'), 0}));
-  EXPECT_EQ(out[1].keys[3], (ExtraKey{ExtraKey::Kind::kMm, "mmhash", -3}));
+  const std::string digest(32, '\x01');
+  EXPECT_EQ(out[1].keys[0], ExtraKey::Str("my-lora"));
+  EXPECT_EQ(out[1].keys[1], ExtraKey::Int(-7));
+  EXPECT_EQ(out[1].keys[2], ExtraKey::Bytes(digest));
+  EXPECT_EQ(out[1].keys[3], ExtraKey::MmItem("mmhash", -3));
   EXPECT_TRUE(out[2].present);
   EXPECT_TRUE(out[2].keys.empty());
 }

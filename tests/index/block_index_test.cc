@@ -136,7 +136,7 @@ TEST_F(BlockIndexTest, FullReportReannouncementIsAHitNotACopy) {
   Store(0, Keys({1, 2, 3}));
   Store(0, Keys({1, 2}));        // kv_cache_report_mode="full": parent None, from block 0
   Store(0, Keys({1, 2}));        // re-examined while waiting: again
-  SourceStats st = index_.GetSourceStats(0);
+  SourceIndexStats st = index_.GetSourceStats(0);
   EXPECT_EQ(st.hits, 4u);
   EXPECT_EQ(st.duplicate_copies, 0u);
   EXPECT_EQ(st.gpu_copies, 3u);
@@ -232,7 +232,7 @@ TEST_F(BlockIndexTest, LowerTierRepeatedStoresAreCopiesNotHits) {
   PrefixMatch m = Find(Keys({10, 11, 22, 23}));
   EXPECT_EQ(Any(m, 0), 4u);
   EXPECT_EQ(Gpu(m, 0), 0u);
-  SourceStats st = index_.GetSourceStats(0);
+  SourceIndexStats st = index_.GetSourceStats(0);
   EXPECT_EQ(st.hits, 0u);
   EXPECT_EQ(st.duplicate_copies, 2u);
   EXPECT_EQ(st.drift_remove_unknown, 0u);
@@ -312,7 +312,7 @@ TEST_F(BlockIndexTest, DriftCountersFireOnMissedEvents) {
   Store(0, Keys({20}));       // 6 GPU copies: at capacity
   EXPECT_FALSE(index_.GetSourceStats(0).over_capacity);
   Store(0, Keys({21}));       // 7 > 6: we missed removals
-  SourceStats st = index_.GetSourceStats(0);
+  SourceIndexStats st = index_.GetSourceStats(0);
   EXPECT_EQ(st.gpu_copies, 7u);
   EXPECT_EQ(st.gpu_capacity, 6u);
   EXPECT_TRUE(st.over_capacity);

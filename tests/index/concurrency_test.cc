@@ -129,7 +129,7 @@ TEST(ConcurrencyTest, ReadersAndWritersTogether) {
   serial.Dump(&b);
   EXPECT_TRUE(SameContents(a, b));
   for (SourceId s = 0; s < 4; ++s) {
-    SourceStats x = index.GetSourceStats(s), y = serial.GetSourceStats(s);
+    SourceIndexStats x = index.GetSourceStats(s), y = serial.GetSourceStats(s);
     EXPECT_EQ(x.drift_orphan_store, y.drift_orphan_store);
     EXPECT_EQ(x.drift_remove_unknown, y.drift_remove_unknown);
     EXPECT_EQ(x.gpu_copies, y.gpu_copies);

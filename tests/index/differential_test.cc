@@ -214,7 +214,7 @@ void RunDifferential(uint64_t events, const std::vector<uint32_t>& source_ids, u
   // The event's source's counters, right after the event: a divergence is
   // reported at the event that causes it, not at the next full check.
   auto check_counters = [&](uint64_t e, uint32_t src) {
-    SourceStats st = index.GetSourceStats(src);
+    SourceIndexStats st = index.GetSourceStats(src);
     const Reference::Counters& c = ref.counters[src];
     ASSERT_EQ(st.hits, c.hits) << "event " << e << " source " << src;
     ASSERT_EQ(st.duplicate_copies, c.dup) << "event " << e << " source " << src;
@@ -296,7 +296,7 @@ void RunDifferential(uint64_t events, const std::vector<uint32_t>& source_ids, u
         ASSERT_EQ(o.stamp, oit->second.stamp);
       }
       for (uint32_t src : source_ids) {
-        SourceStats st = index.GetSourceStats(src);
+        SourceIndexStats st = index.GetSourceStats(src);
         const Reference::Counters& c = ref.counters[src];
         ASSERT_EQ(st.hits, c.hits);
         ASSERT_EQ(st.duplicate_copies, c.dup);

@@ -35,7 +35,7 @@ TEST(SourceRelease, FreesTheSourcesStateAndLeavesOthersAlone) {
 
   ASSERT_TRUE(index.ReleaseSource(0).ok());
   EXPECT_LT(index.SourceMemoryBytes(0), 1024u) << "was " << held;
-  const SourceStats st = index.GetSourceStats(0);
+  const SourceIndexStats st = index.GetSourceStats(0);
   EXPECT_TRUE(st.blocks_per_tier.empty());
   EXPECT_EQ(st.gpu_copies, 0u);
   EXPECT_EQ(st.gpu_capacity, 0u);

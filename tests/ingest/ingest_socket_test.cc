@@ -31,10 +31,10 @@ IngestOptions FastOptions() {
   o.heartbeat_timeout = 1000ms;
   o.reconnect_ivl = 20ms;
   o.reconnect_ivl_max = 200ms;
-  o.replay_timeout = 500ms;
-  o.replay_max_retries = 2;
-  o.replay_backoff = 50ms;
-  o.probe_delay = 50ms;
+  o.replay.timeout = 500ms;
+  o.replay.max_retries = 2;
+  o.replay.backoff = 50ms;
+  o.replay.probe_delay = 50ms;
   return o;
 }
 
@@ -244,8 +244,8 @@ TEST_F(IngestSocketTest, NoReplayEndpointCountsLossExactly) {
 
 TEST_F(IngestSocketTest, ReplayTimeoutIsBoundedAndCounted) {
   IngestOptions o = FastOptions();
-  o.replay_timeout = 200ms;
-  o.replay_max_retries = 1;
+  o.replay.timeout = 200ms;
+  o.replay.max_retries = 1;
   StartIngester(o);
   auto e = Engine(true);
   e->SetReplayEnabled(false);  // the ROUTER exists but never answers

@@ -21,7 +21,9 @@ class Recorder : public Sequencer::Delegate {
     std::string payload;
     bool replayed;
   };
-  Sequencer::ApplyOutcome Apply(uint64_t seq, std::string_view payload, bool replayed) override {
+  Sequencer::ApplyOutcome Apply(uint64_t seq, std::string_view payload, uint64_t fingerprint,
+                                bool replayed) override {
+    EXPECT_EQ(fingerprint, BatchFingerprint(payload)) << "seq " << seq;
     applied.push_back({seq, std::string(payload), replayed});
     Sequencer::ApplyOutcome out;
     out.decoded = payload != "garbage";
@@ -55,10 +57,10 @@ class SequencerTest : public ::testing::Test {
     o.has_replay = replay;
     o.watermark = watermark;
     o.watermark_fingerprint = watermark_fingerprint;
-    o.replay_timeout = 1s;
-    o.replay_max_retries = 2;
-    o.replay_backoff = 100ms;
-    o.max_held_batches = 8;
+    o.replay.timeout = 1s;
+    o.replay.max_retries = 2;
+    o.replay.backoff = 100ms;
+    o.replay.max_held_batches = 8;
     seq_ = std::make_unique<Sequencer>(o, &stats_, &rec_);
     seq_->Start(now_);
   }
@@ -118,7 +120,7 @@ TEST_F(SequencerTest, ColdStartOverrunCountsExactLossAndDegrades) {
 }
 
 TEST_F(SequencerTest, RestoreFromWatermarkVerifiesTheWatermarkBatchThenContinues) {
-  Make(true, 41, Sequencer::FingerprintOf(P(41)));
+  Make(true, 41, BatchFingerprint(P(41)));
   EXPECT_EQ(rec_.requests, std::vector<uint64_t>{41});  // from the watermark itself
   Serve(41, 43);
   EXPECT_EQ(rec_.Seqs(), Range(42, 43));
@@ -133,7 +135,7 @@ TEST_F(SequencerTest, RestoreFromWatermarkVerifiesTheWatermarkBatchThenContinues
 // count copies twice: stores are not idempotent), including held batches
 // that the replay applied longer ago than the fingerprint window reaches.
 TEST_F(SequencerTest, RestoreReplayOverlappingHeldLiveBatchesAppliesEachOnce) {
-  Make(true, 41, Sequencer::FingerprintOf(P(41)));
+  Make(true, 41, BatchFingerprint(P(41)));
   for (uint64_t s = 43; s <= 45; ++s) seq_->OnLive(s, P(s), now_);
   Serve(41, 44);
   EXPECT_EQ(rec_.Seqs(), Range(42, 45));
@@ -159,7 +161,7 @@ TEST_F(SequencerTest, RestoreFromWatermarkWithoutFingerprintChecksPositionOnly) 
 }
 
 TEST_F(SequencerTest, RestoreFindsAnotherBatchAtTheWatermarkTheEngineRestarted) {
-  Make(true, 41, Sequencer::FingerprintOf(P(41)));
+  Make(true, 41, BatchFingerprint(P(41)));
   // A new engine has published past our watermark: its batch 41 differs.
   // (The rest of that reply never arrives: the request's socket is dropped.)
   seq_->OnReplayBatch(41, P(41, 1), now_);
@@ -173,7 +175,7 @@ TEST_F(SequencerTest, RestoreFindsAnotherBatchAtTheWatermarkTheEngineRestarted) 
 }
 
 TEST_F(SequencerTest, RestoreFindsNothingAtTheWatermarkTheEngineRestartedBehindUs) {
-  Make(true, 41, Sequencer::FingerprintOf(P(41)));
+  Make(true, 41, BatchFingerprint(P(41)));
   seq_->OnReplayEnd(now_);  // the new engine's ring holds only 0..1
   EXPECT_EQ(stats_.engine_restarts.load(), 1u);
   EXPECT_EQ(rec_.requests.back(), 0u);
@@ -184,7 +186,7 @@ TEST_F(SequencerTest, RestoreFindsNothingAtTheWatermarkTheEngineRestartedBehindU
 }
 
 TEST_F(SequencerTest, RestoreFindsTheRingOverrunCountsExactlyWhatWasLost) {
-  Make(true, 41, Sequencer::FingerprintOf(P(41)));
+  Make(true, 41, BatchFingerprint(P(41)));
   Serve(45, 47);  // 42..44 are gone
   EXPECT_EQ(stats_.batches_lost.load(), 3u);
   EXPECT_EQ(rec_.Seqs(), Range(45, 47));

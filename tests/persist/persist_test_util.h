@@ -58,7 +58,7 @@ inline SnapshotData SyntheticSnapshot(uint64_t k, size_t owners, uint32_t n_sour
   d.index.models.push_back({"model-b", ModelOptions{4096, true}});
   d.tier_names = {"GPU", "CPU", "STORAGE", "FS"};
   for (uint32_t s = 0; s < n_sources; ++s) {
-    SourceWatermark w;
+    ingest::SourceWatermark w;
     w.source_id = s;
     w.replica = "replica-" + std::to_string(s / 2);
     w.dp_rank = s % 2;
@@ -66,7 +66,7 @@ inline SnapshotData SyntheticSnapshot(uint64_t k, size_t owners, uint32_t n_sour
     w.endpoint = "tcp://10.0.0." + std::to_string(s / 2) + ":" + std::to_string(5557 + s % 2);
     w.has_seq = s != 0;
     w.last_seq = k * 100 + s;
-    w.last_batch_digest = Mix(k * 31 + s);
+    w.last_batch_fingerprint = Mix(k * 31 + s);
     w.last_batch_ts = 1.7e9 + static_cast<double>(k) + 0.25 * s;
     w.state = static_cast<uint8_t>(s % kNumSourceStates);
     w.gpu_capacity_blocks = s * 1000;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ingest/batch_fingerprint.h"
 #include "persist/persist_test_util.h"
 #include "server/testing/resume_decision.h"
 
@@ -14,11 +15,11 @@ namespace {
 
 using testing::SyntheticSnapshot;
 
-SourceWatermark Wm(uint64_t last_seq, uint64_t digest) {
-  SourceWatermark w;
+ingest::SourceWatermark Wm(uint64_t last_seq, uint64_t fingerprint) {
+  ingest::SourceWatermark w;
   w.has_seq = true;
   w.last_seq = last_seq;
-  w.last_batch_digest = digest;
+  w.last_batch_fingerprint = fingerprint;
   return w;
 }
 
@@ -27,7 +28,7 @@ TEST(ClassifyResume, SameEngineContinues) {
   EXPECT_EQ(ClassifyResume(Wm(0, 7), 0, 7), ResumeDecision::kContinue);
 }
 
-TEST(ClassifyResume, SameSeqOtherDigestIsARestartedEngine) {
+TEST(ClassifyResume, SameSeqOtherFingerprintIsARestartedEngine) {
   // The restarted engine's new stream happens to be at our seq already.
   EXPECT_EQ(ClassifyResume(Wm(41, 0xabc), 41, 0xabd), ResumeDecision::kEngineRestarted);
 }
@@ -43,16 +44,17 @@ TEST(ClassifyResume, FirstReplayedAboveOursIsAnOverrun) {
 }
 
 TEST(ClassifyResume, NoWatermarkIsAColdStart) {
-  SourceWatermark w;  // has_seq false
+  ingest::SourceWatermark w;  // has_seq false
   EXPECT_EQ(ClassifyResume(w, 0, 0), ResumeDecision::kEngineRestarted);
   EXPECT_EQ(ClassifyResume(w, std::nullopt, 0), ResumeDecision::kEngineRestarted);
   EXPECT_EQ(ResumeDecisionName(ResumeDecision::kOverrun), "overrun");
 }
 
-TEST(BatchDigest, IsXxh3OfThePayload) {
-  EXPECT_EQ(BatchDigest({}), 0x2D06800538D394C2ull);  // XXH3_64bits("")
-  std::vector<uint8_t> a = {1, 2, 3}, b = {1, 2, 4};
-  EXPECT_NE(BatchDigest(a), BatchDigest(b));
+// Snapshots written before store this value: it must stay XXH3-64.
+TEST(BatchFingerprint, IsXxh3OfThePayload) {
+  EXPECT_EQ(ingest::BatchFingerprint({}), 0x2D06800538D394C2ull);  // XXH3_64bits("")
+  EXPECT_EQ(ingest::BatchFingerprint("abc"), 0x78AF5F94892F3950ull);  // XXH3_64bits("abc")
+  EXPECT_NE(ingest::BatchFingerprint("\x01\x02\x03"), ingest::BatchFingerprint("\x01\x02\x04"));
 }
 
 TEST(ChunkKeys, OrderAndParse) {
@@ -193,12 +195,12 @@ TEST(Payloads, ModelsClocksTiersSourcesRoundTrip) {
   std::vector<std::string> tiers;
   ASSERT_TRUE(DecodeTiers(EncodeTiers(d.tier_names), &tiers).ok());
   EXPECT_EQ(tiers, d.tier_names);
-  std::vector<SourceWatermark> sources;
+  std::vector<ingest::SourceWatermark> sources;
   std::string enc = EncodeSources(d.sources);
   ASSERT_TRUE(DecodeSources(enc, &sources).ok());
   EXPECT_EQ(sources, d.sources);
   for (size_t len = 0; len < enc.size(); ++len) {
-    std::vector<SourceWatermark> part;
+    std::vector<ingest::SourceWatermark> part;
     EXPECT_EQ(DecodeSources(std::string_view(enc).substr(0, len), &part).code(), StatusCode::kCorruption);
   }
   EXPECT_EQ(DecodeSources(enc + "x", &sources).code(), StatusCode::kCorruption);

@@ -39,14 +39,14 @@ SnapshotData Capture(const BlockIndex& index, const TierRegistry& tiers, const S
   index.Dump(&d.index);
   for (size_t i = 0; i < tiers.size(); ++i) d.tier_names.emplace_back(tiers.Name(static_cast<Tier>(i)));
   for (SourceId s = 0; s < sources.size(); ++s) {
-    SourceWatermark w;
+    ingest::SourceWatermark w;
     w.source_id = s;
     w.replica = sources.Get(s)->replica;
     w.dp_rank = sources.Get(s)->dp_rank;
     w.model = "m1";
     w.has_seq = true;
     w.last_seq = 1000 + s;
-    w.last_batch_digest = testing::Mix(s);
+    w.last_batch_fingerprint = testing::Mix(s);
     w.last_batch_ts = 1700000000.5 + s;
     w.state = static_cast<uint8_t>(index.GetSourceState(s));
     d.sources.push_back(w);

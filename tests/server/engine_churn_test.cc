@@ -80,7 +80,7 @@ TEST(EngineChurn, RemovedEngineLeavesNoSeriesNoStateAndStaysGoneAfterRestart) {
   EXPECT_FALSE(node.sources().IsLive(*id));
   EXPECT_TRUE(node.ingester().ListSources().empty());
   EXPECT_TRUE(node.sink().Watermarks().empty());
-  const SourceStats st = node.index().GetSourceStats(*id);
+  const SourceIndexStats st = node.index().GetSourceStats(*id);
   EXPECT_TRUE(st.blocks_per_tier.empty());
   EXPECT_EQ(st.gpu_copies, 0u);
   EXPECT_EQ(st.gpu_capacity, 0u);

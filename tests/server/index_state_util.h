@@ -36,7 +36,7 @@ inline std::vector<std::string> IndexState(const Node& node) {
     out.push_back("clock of source " + std::to_string(s) + " = " + std::to_string(clock));
   }
   for (SourceId s = 0; s < node.sources().size(); ++s) {
-    SourceStats st = node.index().GetSourceStats(s);
+    SourceIndexStats st = node.index().GetSourceStats(s);
     std::ostringstream l;
     l << "source " << s << " gpu_copies " << st.gpu_copies;
     for (const auto& [tier, n] : st.blocks_per_tier) l << " tier" << static_cast<int>(tier) << "=" << n;

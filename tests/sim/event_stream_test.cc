@@ -178,7 +178,7 @@ TEST_P(EventStreamTest, DecodedStreamRebuildsTheCachedSet) {
           EXPECT_EQ(batch.TokensOf(e).size(), e.block_hashes.count * 16u);
         }
       }
-      batch.payload_fingerprint = seq + 1;
+      batch.fingerprint = seq + 1;
       sink.OnBatch(spec, seq, batch, /*replayed=*/true);
       ++next;
     }
