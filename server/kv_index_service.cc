@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,7 +11,6 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 
 #include "base/bounded_text.h"
-#include "base/clock.h"
 #include "server/proto_convert.h"
 
 namespace kvidx::server {
@@ -25,10 +23,6 @@ grpc::Status Exhausted(std::string msg) { return {grpc::StatusCode::RESOURCE_EXH
 
 bool DeadlinePassed(const grpc::ServerContextBase* ctx) {
   return ctx->deadline() < std::chrono::system_clock::now();
-}
-
-grpc::Status UnknownModel(const std::string& name) {
-  return {grpc::StatusCode::NOT_FOUND, "model: unknown model " + Quote(name)};
 }
 
 // What a ForEachQuery callback asks for next.
@@ -329,74 +323,17 @@ grpc::Status KvIndexService::RouteDoneAnswer(const v1::RouteDoneRequest& req, v1
 
 grpc::Status KvIndexService::ListReplicasAnswer(const v1::ListReplicasRequest& req,
                                                 v1::ListReplicasResponse* resp) const {
-  if (!req.model().empty() && node_->FindModel(req.model()) == nullptr) return UnknownModel(req.model());
-  std::map<std::string, v1::ReplicaSummary*> by_replica;
-  std::vector<ingest::SourceStatus> sources = node_->ingester().ListSources();
-  std::sort(sources.begin(), sources.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.spec.replica, a.spec.dp_rank) < std::tie(b.spec.replica, b.spec.dp_rank);
-  });
-  for (const ingest::SourceStatus& s : sources) {
-    if (!req.model().empty() && s.spec.model != req.model()) continue;
-    v1::ReplicaSummary*& rs = by_replica[s.spec.replica];
-    if (rs == nullptr) {
-      rs = resp->add_replicas();
-      rs->set_replica(s.spec.replica);
-      rs->set_model(s.spec.model);
-    }
-    v1::SourceSummary* ss = rs->add_sources();
-    ss->set_source(s.spec.name);
-    ss->set_dp_rank(s.spec.dp_rank);
-    ss->set_state(ToProto(s.state));
-    ss->set_has_seq(s.last_seq >= 0);
-    ss->set_last_seq(s.last_seq >= 0 ? static_cast<uint64_t>(s.last_seq) : 0);
-    if (std::optional<SourceId> id = node_->sources().Find(s.spec.replica, s.spec.dp_rank)) {
-      SourceIndexStats st = node_->index().GetSourceStats(*id);
-      for (const auto& [tier, n] : st.blocks_per_tier) {
-        v1::TierCount* tc = ss->add_blocks();
-        tc->set_tier(std::string(node_->tiers().Name(tier)));
-        tc->set_blocks(n);
-      }
-      ss->set_gpu_capacity(st.gpu_capacity);
-    }
-  }
+  std::vector<ReplicaStatus> replicas;
+  if (Status s = node_->queries().ListReplicas(req.model(), &replicas); !s.ok()) return ToGrpc(s);
+  for (const ReplicaStatus& r : replicas) ToProto(r, resp->add_replicas());
   return grpc::Status::OK;
 }
 
 grpc::Status KvIndexService::GetStatsAnswer(v1::GetStatsResponse* resp) const {
   resp->set_version(KVIDX_VERSION);
   resp->set_uptime_seconds(std::chrono::duration<double>(Clock::now() - started_).count());
-  for (const auto& m : node_->models()) {
-    v1::ModelStats* ms = resp->add_models();
-    ms->set_name(m->config.name);
-    ms->set_hash_algo(m->config.hash_algo);
-    ms->set_block_size(m->config.block_size);
-    ms->set_blocks(node_->index().BlockCount(m->id));
-  }
-  uint64_t by_state[kNumSourceStates] = {};
-  uint64_t lost = 0, gaps = 0, events = 0;
-  for (const ingest::SourceStatus& s : node_->ingester().ListSources()) {
-    ++by_state[static_cast<size_t>(s.state)];
-    if (s.stats) {
-      lost += s.stats->batches_lost.load(std::memory_order_relaxed);
-      gaps += s.stats->seq_gaps.load(std::memory_order_relaxed);
-      for (const auto& e : s.stats->events) events += e.load(std::memory_order_relaxed);
-    }
-  }
-  for (size_t i = 0; i < kNumSourceStates; ++i) {
-    v1::StateCount* sc = resp->add_sources_by_state();
-    sc->set_state(ToProto(static_cast<SourceState>(i)));
-    sc->set_sources(by_state[i]);
-  }
-  resp->set_applied_batches(node_->sink().stats().applied_batches.load(std::memory_order_relaxed));
-  resp->set_events(events);
-  resp->set_batches_lost(lost);
-  resp->set_gaps(gaps);
+  ToProto(node_->queries().Stats(), resp);
   resp->set_queries(queries());
-  double age = -1;
-  if (const snapshot::SnapshotStats* st = node_->snapshot_stats()) {
-    age = st->AgeSeconds(WallMillis());
-  }
-  resp->set_snapshot_age_seconds(age);
   resp->set_serving(serving_->load(std::memory_order_acquire));
   return grpc::Status::OK;
 }

@@ -170,6 +170,45 @@ void ToProto(const v1::RouteRequest& req, const RouteAnswer& answer, v1::RouteRe
   resp->set_request_id(req.request_id());
 }
 
+void ToProto(const ReplicaStatus& r, v1::ReplicaSummary* out) {
+  out->set_replica(r.replica);
+  out->set_model(r.model);
+  for (const SourceStatusView& s : r.sources) {
+    v1::SourceSummary* ss = out->add_sources();
+    ss->set_source(s.name);
+    ss->set_dp_rank(s.dp_rank);
+    ss->set_state(ToProto(s.state));
+    ss->set_has_seq(s.last_seq >= 0);
+    ss->set_last_seq(s.last_seq >= 0 ? static_cast<uint64_t>(s.last_seq) : 0);
+    for (const auto& [tier, n] : s.blocks_per_tier) {
+      v1::TierCount* tc = ss->add_blocks();
+      tc->set_tier(tier);
+      tc->set_blocks(n);
+    }
+    ss->set_gpu_capacity(s.gpu_capacity);
+  }
+}
+
+void ToProto(const NodeStats& s, v1::GetStatsResponse* out) {
+  for (const NodeStats::Model& m : s.models) {
+    v1::ModelStats* ms = out->add_models();
+    ms->set_name(m.name);
+    ms->set_hash_algo(m.hash_algo);
+    ms->set_block_size(m.block_size);
+    ms->set_blocks(m.blocks);
+  }
+  for (size_t i = 0; i < kNumSourceStates; ++i) {
+    v1::StateCount* sc = out->add_sources_by_state();
+    sc->set_state(ToProto(static_cast<SourceState>(i)));
+    sc->set_sources(s.sources_by_state[i]);
+  }
+  out->set_applied_batches(s.applied_batches);
+  out->set_events(s.events);
+  out->set_batches_lost(s.batches_lost);
+  out->set_gaps(s.gaps);
+  out->set_snapshot_age_seconds(s.snapshot_age_seconds);
+}
+
 void ToProto(const BlockHolder& h, v1::BlockOwner* out) {
   if (h.registered) {
     out->set_replica(h.replica.data(), h.replica.size());

@@ -31,6 +31,9 @@ void FromProto(const v1::FindPrefixRequest& req, PrefixQuery* q, std::vector<Mul
 // `answer` to `req` as a response (model and request id echoed from `req`).
 void ToProto(const v1::FindPrefixRequest& req, const PrefixAnswer& answer, v1::FindPrefixResponse* resp);
 void ToProto(const BlockHolder& h, v1::BlockOwner* out);
+void ToProto(const ReplicaStatus& r, v1::ReplicaSummary* out);
+// The node's part of GetStats (the service adds version, uptime, queries, serving).
+void ToProto(const NodeStats& s, v1::GetStatsResponse* out);
 
 // `req` as a domain route query; views into `req` and `mm` as FromProto.
 void FromProto(const v1::RouteRequest& req, RouteQuery* q, std::vector<MultiModalItem>* mm);

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <utility>
 
 #include "base/bounded_text.h"
+#include "base/clock.h"
 #include "index/prefix_match.h"
 #include "server/node.h"
 
@@ -163,6 +165,46 @@ void QueryEngine::Assemble(const PrefixQuery& q, PrefixAnswer* answer) const {
     if (x.replica != y.replica) return x.replica < y.replica;
     return x.dp_rank < y.dp_rank;
   });
+}
+
+Status QueryEngine::ListReplicas(std::string_view model, std::vector<ReplicaStatus>* out) const {
+  out->clear();
+  if (!model.empty()) {
+    if (Result<const ModelRuntime*> m = LookUpModel(*node_, model); !m.ok()) return m.status();
+  }
+  std::vector<ingest::SourceStatus> sources = node_->ingester().ListSources();
+  std::sort(sources.begin(), sources.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.spec.replica, a.spec.dp_rank) < std::tie(b.spec.replica, b.spec.dp_rank);
+  });
+  for (const ingest::SourceStatus& s : sources) {
+    if (!model.empty() && s.spec.model != model) continue;
+    if (out->empty() || out->back().replica != s.spec.replica) out->push_back({s.spec.replica, s.spec.model, {}});
+    SourceStatusView v{s.spec.name, s.spec.dp_rank, s.state, s.last_seq, {}, 0};
+    if (std::optional<SourceId> id = node_->sources().Find(s.spec.replica, s.spec.dp_rank)) {
+      SourceIndexStats st = node_->index().GetSourceStats(*id);
+      for (const auto& [tier, n] : st.blocks_per_tier) v.blocks_per_tier.emplace_back(node_->tiers().Name(tier), n);
+      v.gpu_capacity = st.gpu_capacity;
+    }
+    out->back().sources.push_back(std::move(v));
+  }
+  return Status::Ok();
+}
+
+NodeStats QueryEngine::Stats() const {
+  NodeStats out;
+  for (const auto& m : node_->models()) {
+    out.models.push_back({m->config.name, m->config.hash_algo, m->config.block_size, node_->index().BlockCount(m->id)});
+  }
+  for (const ingest::SourceStatus& s : node_->ingester().ListSources()) {
+    ++out.sources_by_state[static_cast<size_t>(s.state)];
+    if (!s.stats) continue;
+    out.batches_lost += s.stats->batches_lost.load(std::memory_order_relaxed);
+    out.gaps += s.stats->seq_gaps.load(std::memory_order_relaxed);
+    for (const auto& e : s.stats->events) out.events += e.load(std::memory_order_relaxed);
+  }
+  out.applied_batches = node_->sink().stats().applied_batches.load(std::memory_order_relaxed);
+  if (const snapshot::SnapshotStats* st = node_->snapshot_stats()) out.snapshot_age_seconds = st->AgeSeconds(WallMillis());
+  return out;
 }
 
 Status QueryEngine::GetBlock(std::string_view model_name, const uint64_t* hash, const std::string_view* digest,

@@ -16,7 +16,10 @@
 // its own scratch (a warm query allocates nothing). `node` outlives it.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -47,6 +50,39 @@ struct BlockHolder {
   uint32_t recency = 0;
 };
 
+// One source of a replica, as ListReplicas reports it.
+struct SourceStatusView {
+  std::string name;    // "<replica>/dp<rank>"
+  uint32_t dp_rank = 0;
+  SourceState state = SourceState::kConnecting;
+  int64_t last_seq = -1;  // -1 = no batch applied yet
+  std::vector<std::pair<std::string, uint64_t>> blocks_per_tier;  // tier name, distinct blocks
+  uint64_t gpu_capacity = 0;
+};
+
+struct ReplicaStatus {
+  std::string replica;
+  std::string model;
+  std::vector<SourceStatusView> sources;  // by DP rank
+};
+
+// The node's counters as GetStats reports them.
+struct NodeStats {
+  struct Model {
+    std::string name;
+    std::string hash_algo;
+    uint32_t block_size = 0;
+    uint64_t blocks = 0;
+  };
+  std::vector<Model> models;
+  std::array<uint64_t, kNumSourceStates> sources_by_state{};
+  uint64_t applied_batches = 0;
+  uint64_t events = 0;
+  uint64_t batches_lost = 0;
+  uint64_t gaps = 0;
+  double snapshot_age_seconds = -1;  // -1 = no snapshot (or no persistence)
+};
+
 class QueryEngine {
  public:
   QueryEngine(const Node* node, QueryLimits limits) : node_(node), limits_(limits) {}
@@ -60,6 +96,12 @@ class QueryEngine {
   // NotFound when no source holds it.
   Status GetBlock(std::string_view model, const uint64_t* hash, const std::string_view* digest,
                   std::vector<BlockHolder>* holders) const;
+
+  // Every replica (of `model`, or all when empty), sorted by name, each
+  // with its sources' state, position and blocks per tier. NotFound for an
+  // unknown model.
+  Status ListReplicas(std::string_view model, std::vector<ReplicaStatus>* out) const;
+  NodeStats Stats() const;
 
   const Node& node() const { return *node_; }
 

@@ -137,5 +137,27 @@ TEST_F(QueryEngineTest, GetBlockListsHoldersOrNotFound) {
   EXPECT_EQ(engine_->GetBlock(kModel, nullptr, nullptr, &holders).code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(QueryEngineTest, ListsReplicasAndCountsWithoutRpc) {
+  Serve(*a_, Prompt(5, 16 * 3));
+  std::vector<ReplicaStatus> replicas;
+  ASSERT_TRUE(engine_->ListReplicas("", &replicas).ok());
+  ASSERT_EQ(replicas.size(), 2u);
+  EXPECT_EQ(replicas[0].replica, "a");
+  EXPECT_EQ(replicas[0].model, kModel);
+  ASSERT_EQ(replicas[0].sources.size(), 1u);
+  EXPECT_EQ(replicas[0].sources[0].name, "a/dp0");
+  ASSERT_EQ(replicas[0].sources[0].blocks_per_tier.size(), 1u);
+  EXPECT_EQ(replicas[0].sources[0].blocks_per_tier[0], (std::pair<std::string, uint64_t>("GPU", 3)));
+  EXPECT_EQ(replicas[1].replica, "b");
+  EXPECT_EQ(engine_->ListReplicas("nope", &replicas).code(), StatusCode::kNotFound);
+
+  const NodeStats st = engine_->Stats();
+  ASSERT_EQ(st.models.size(), 1u);
+  EXPECT_EQ(st.models[0].blocks, 3u);
+  EXPECT_EQ(st.sources_by_state[static_cast<size_t>(SourceState::kExact)], 2u);
+  EXPECT_GE(st.applied_batches, 1u);
+  EXPECT_EQ(st.snapshot_age_seconds, -1);  // no data directory
+}
+
 }  // namespace
 }  // namespace kvidx::server::testing
