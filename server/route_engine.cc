@@ -64,7 +64,6 @@ Status RouteEngine::Route(const RouteQuery& q, RouteAnswer* answer, Clock::time_
   decisions_[static_cast<size_t>(choice.reason)].fetch_add(1, std::memory_order_relaxed);
   answer->block_size = found.block_size;
   answer->prompt_tokens = prompt_tokens;
-  (void)model;
   return Status::Ok();
 }
 
@@ -88,7 +87,8 @@ Status RouteEngine::Candidates(const RouteQuery& q, const ModelRuntime& model, c
     const std::optional<SourceId> id = node.sink().FindSource(st.spec.replica, st.spec.dp_rank);
     const SourceInfo* info = id ? node.sources().Get(*id) : nullptr;
     if (info == nullptr) continue;
-    RouteCandidate c{info->replica, info->dp_rank, *id, st.state, {}, {}};
+    RouteCandidate c{info->replica, info->dp_rank, *id, st.state,
+                     st.stats ? st.stats->engine_restarts.load(std::memory_order_relaxed) : 0, {}, {}};
     for (const ReplicaPrefix& r : found.replicas) {
       if (r.source != *id) continue;
       const SourceMatch* m = cpu.Find(*id);
@@ -96,8 +96,8 @@ Status RouteEngine::Candidates(const RouteQuery& q, const ModelRuntime& model, c
       c.signals.gpu_blocks = r.gpu_blocks;
       c.signals.cpu_blocks = with_cpu - std::min(with_cpu, r.gpu_blocks);
       c.signals.storage_blocks = r.blocks_with_lower_tiers - std::min(r.blocks_with_lower_tiers, with_cpu);
+      break;
     }
-    c.signals.age_seconds = st.stats ? st.stats->engine_restarts.load(std::memory_order_relaxed) : 0;
     out->push_back(c);
   }
   for (size_t i = 0; i < named.size(); ++i) {
@@ -135,8 +135,7 @@ void RouteEngine::AddLoadSignals(std::span<const BlockKey> keys, std::vector<Rou
     const RouteTracker::InFlight f = tracker_.InFlightOn(x.source, now);
     s.inflight_requests = f.requests;
     s.inflight_uncached_tokens = static_cast<double>(f.uncached_tokens);
-    // Candidates() parked the engine's restart count here.
-    s.age_seconds = AgeSeconds(x.source, static_cast<uint64_t>(s.age_seconds), now);
+    s.age_seconds = AgeSeconds(x.source, x.engine_restarts, now);
   }
 }
 

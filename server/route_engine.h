@@ -59,6 +59,7 @@ struct RouteCandidate {
   uint32_t dp_rank = 0;
   SourceId source = 0;
   SourceState state = SourceState::kConnecting;
+  uint64_t engine_restarts = 0;  // seen by ingest; a change makes the rank young again
   RouteSignals signals;
   RouteScore score;
 };
