@@ -1,6 +1,7 @@
 #include "tools/sim/fidelity.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <initializer_list>
 #include <string_view>
 #include <thread>
@@ -139,6 +140,37 @@ Status WarmUp(Fleet& fleet, const client::Client& kvidx, std::chrono::millisecon
       Cat(&msg, {"source ", name, " is ", StateName(st), " after warm-up"});
       return Status::Unavailable(msg);
     }
+  }
+  return Status::Ok();
+}
+
+Status RegisterEngine(const EngineDesc& e, const client::Client& kvidx, bool quiet) {
+  v1::AddEngineRequest req;
+  v1::EngineSpec* spec = req.mutable_engine();
+  spec->set_replica(e.replica);
+  spec->set_model(e.model);
+  spec->set_endpoint(e.endpoint);
+  spec->set_replay_endpoint(e.replay_endpoint);
+  spec->set_dp_size(e.dp_size);
+  if (e.topic) spec->set_topic(*e.topic);
+  spec->set_mode("connect");
+  spec->set_gpu_blocks(e.gpu_blocks);
+  v1::AddEngineResponse resp;
+  grpc::Status s = kvidx.AddEngine(req, &resp);
+  if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+      s.error_message().find("already exists") != std::string::npos) {
+    if (!quiet) std::fprintf(stderr, "kvidx-sim: replacing engine %s left by an earlier run\n", e.replica.c_str());
+    if (grpc::Status r = kvidx.RemoveEngine(e.replica); !r.ok()) return FromGrpc(r, "RemoveEngine " + e.replica);
+    resp.Clear();
+    s = kvidx.AddEngine(req, &resp);
+  }
+  if (!s.ok()) return FromGrpc(s, "AddEngine " + e.replica);
+  return Status::Ok();
+}
+
+Status RegisterEngines(const Fleet& fleet, const client::Client& kvidx, bool quiet) {
+  for (const EngineDesc& e : fleet.engines()) {
+    if (Status s = RegisterEngine(e, kvidx, quiet); !s.ok()) return s;
   }
   return Status::Ok();
 }

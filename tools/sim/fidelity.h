@@ -43,6 +43,12 @@ Result<std::map<std::string, SourceView>> ListSources(const Fleet& fleet, const 
 // "EXACT", "DEGRADED", ...
 std::string StateName(v1::SourceState s);
 
+// Adds one engine through the admin API; an engine of the same name left by
+// an earlier run is replaced (this run's engines are new processes anyway).
+Status RegisterEngine(const EngineDesc& e, const client::Client& kvidx, bool quiet);
+// Every engine of the fleet.
+Status RegisterEngines(const Fleet& fleet, const client::Client& kvidx, bool quiet);
+
 // Waits until kvidx lists every rank's source in a state other than
 // CONNECTING (its SUB reached the engine, or the first replay finished).
 Status WaitConnected(const Fleet& fleet, const client::Client& kvidx, std::chrono::milliseconds timeout);

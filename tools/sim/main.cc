@@ -34,6 +34,7 @@
 #include "tools/sim/fidelity.h"
 #include "tools/sim/fleet.h"
 #include "tools/sim/runner.h"
+#include "tools/sim/ttft_command.h"
 #include "tools/sim/workload.h"
 
 namespace {
@@ -42,6 +43,7 @@ using namespace kvidx;
 using namespace kvidx::sim;
 
 constexpr char kUsage[] = R"(usage: kvidx-sim [options]
+       kvidx-sim ttft [options]   routing policies compared by TTFT (kvidx-sim ttft --help)
 
 Simulates a vLLM fleet (replicas x DP ranks) publishing KV events on
 127.0.0.1, drives a workload through it routed at random and/or by kvidx,
@@ -291,37 +293,10 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-// Registers every engine; an engine of the same name left by an earlier run
-// is replaced (this run's engines are new processes anyway).
-Status Register(const Fleet& fleet, const client::Client& kvidx, bool quiet) {
-  for (const EngineDesc& e : fleet.engines()) {
-    v1::AddEngineRequest req;
-    v1::EngineSpec* spec = req.mutable_engine();
-    spec->set_replica(e.replica);
-    spec->set_model(e.model);
-    spec->set_endpoint(e.endpoint);
-    spec->set_replay_endpoint(e.replay_endpoint);
-    spec->set_dp_size(e.dp_size);
-    if (e.topic) spec->set_topic(*e.topic);
-    spec->set_mode("connect");
-    spec->set_gpu_blocks(e.gpu_blocks);
-    v1::AddEngineResponse resp;
-    grpc::Status s = kvidx.AddEngine(req, &resp);
-    if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
-        s.error_message().find("already exists") != std::string::npos) {
-      if (!quiet) std::fprintf(stderr, "kvidx-sim: replacing engine %s left by an earlier run\n", e.replica.c_str());
-      if (grpc::Status r = kvidx.RemoveEngine(e.replica); !r.ok()) return FromGrpc(r, "RemoveEngine " + e.replica);
-      resp.Clear();
-      s = kvidx.AddEngine(req, &resp);
-    }
-    if (!s.ok()) return FromGrpc(s, "AddEngine " + e.replica);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "ttft") == 0) return TtftMain(argc - 1, argv + 1);
   Flags f = ParseFlags(argc, argv);
 
   if (f.print_config) {
@@ -375,7 +350,7 @@ int main(int argc, char** argv) {
   }
 
   if (f.do_register) {
-    if (Status s = Register(fleet, kvidx, f.quiet); !s.ok()) return Fail("register: " + s.ToString());
+    if (Status s = RegisterEngines(fleet, kvidx, f.quiet); !s.ok()) return Fail("register: " + s.ToString());
   }
   if (Status s = WarmUp(fleet, kvidx, std::chrono::seconds(30)); !s.ok()) {
     return Fail("warm-up: " + s.ToString() +

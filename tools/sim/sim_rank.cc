@@ -67,7 +67,7 @@ Result<ServeResult> SimRank::Serve(std::span<const int64_t> tokens, bool full_re
 
   ServeResult res;
   res.full_blocks = digests_.size();
-  batch_.Clear();
+  if (!hold_) batch_.Clear();
   held_.clear();
 
   // 1. Longest cached prefix (vLLM get_computed_blocks). Touching a hit block
@@ -143,7 +143,7 @@ Result<ServeResult> SimRank::Serve(std::span<const int64_t> tokens, bool full_re
   }
   (void)first_new;
 
-  if (!batch_.events.empty()) {
+  if (!hold_ && !batch_.events.empty()) {
     Publish(drop);
     res.seq = publisher_->next_seq() - 1;
     res.published = true;
@@ -157,6 +157,13 @@ Result<ServeResult> SimRank::Serve(std::span<const int64_t> tokens, bool full_re
     if (--b.ref == 0) PushFree(*it);
   }
   return res;
+}
+
+std::optional<uint64_t> SimRank::PublishHeld() {
+  if (batch_.events.empty()) return std::nullopt;
+  Publish();
+  batch_.Clear();
+  return publisher_->next_seq() - 1;
 }
 
 std::vector<BlockKey> SimRank::CachedKeys() const {

@@ -79,6 +79,15 @@ class SimRank {
   // Every block this rank holds right now, in no particular order.
   std::vector<BlockKey> CachedKeys() const;
 
+  // Step batching, as vLLM publishes: while held, Serve() caches at once (a
+  // later request hits what an earlier one allocated, as vLLM caches blocks
+  // when it schedules them) but appends its events to one pending batch,
+  // which PublishHeld() sends (the end of the engine step). Drops do not
+  // apply to held batches.
+  void HoldBatches(bool hold) { hold_ = hold; }
+  // Publishes the pending batch; its seq, or nullopt if it was empty.
+  std::optional<uint64_t> PublishHeld();
+
   // vLLM's reset_prefix_cache(): drops every cached block, publishes AllBlocksCleared.
   void ResetPrefixCache();
   // Engine restart: empty cache, seq back to 0, no event (vLLM sends none).
@@ -122,6 +131,7 @@ class SimRank {
   uint64_t batches_published_ = 0;
   uint64_t events_published_ = 0;
   uint64_t batches_dropped_ = 0;
+  bool hold_ = false;
 };
 
 }  // namespace kvidx::sim
