@@ -8,7 +8,10 @@
 #     the admin API, the same workload routed at random and then by kvidx,
 #     with 1% of batches dropped at the publishers and one engine restart;
 #   - a short report: prefix hit rate kvidx vs random, fidelity of kvidx's
-#     answers against the engines' true caches, events/s, queries/s, /metrics.
+#     answers against the engines' true caches, events/s, queries/s, /metrics;
+#   - kvidx-sim ttft: TTFT p50/p90/p99 per routing policy (random,
+#     round-robin, least-loaded, prefix-only, Dynamo's and llm-d's defaults,
+#     kvidx Route) on a latency-modelled fleet with a hot spot.
 # Ends by itself in well under a minute once built, stopping the server;
 # --keep-running leaves the server up (the script prints how to stop it).
 # Other arguments go to kvidx-sim (e.g. --drop-rate 0.05, --no-replay; the
@@ -125,6 +128,12 @@ set +e
   --replicas 4 --dp 2 --base-port 0 --routing both --requests 20000 --check-every 5000 \
   --drop-rate 0.01 --restart-at 30000 "${SIM_ARGS[@]}" | tee "$TMP/report.txt"
 SIM_RC=${PIPESTATUS[0]}
+# What users feel: time to first token per routing policy on a
+# latency-modelled fleet (docs/ROUTING.md), the same requests for each.
+echo "demo: routing policies by TTFT (kvidx-sim ttft: hot-spot scenario, 8 simulated replicas, 1500 requests)"
+"$BIN/kvidx-sim" ttft --server "127.0.0.1:$GRPC_PORT" --token-file "$TMP/admin-token" \
+  --scenario hotspot --requests 1500 | tee "$TMP/ttft.txt"
+TTFT_RC=${PIPESTATUS[0]}
 set -e
 # kvidx must have counted exactly the losses no replay could repair (none,
 # with replay on): "lost N batches (expected N)".
@@ -143,6 +152,10 @@ if [ "$KEEP" = 1 ]; then
 fi
 if [ "$SIM_RC" != 0 ]; then
   echo "demo: FAILED (kvidx-sim exit code $SIM_RC)" >&2
+  exit 1
+fi
+if [ "$TTFT_RC" != 0 ]; then
+  echo "demo: FAILED (kvidx-sim ttft exit code $TTFT_RC)" >&2
   exit 1
 fi
 if [ "$LOSSES_OK" != 1 ]; then

@@ -43,7 +43,7 @@ Status RouteEngine::Route(const RouteQuery& q, RouteAnswer* answer, Clock::time_
   thread_local std::vector<BlockKey> keys;
   keys.assign(found.keys.begin(), found.keys.end());
   if (Status s = Candidates(q, model, found, &answer->candidates); !s.ok()) return s;
-  AddLoadSignals(keys, &answer->candidates, now);
+  AddLoadSignals(model.id, keys, &answer->candidates, now);
   std::vector<RouteSignals> signals;
   signals.reserve(answer->candidates.size());
   for (RouteCandidate& c : answer->candidates) {
@@ -119,9 +119,10 @@ double ScrapeWeight(const RoutingConfig& r, std::chrono::steady_clock::duration 
   return (stale - ms) / (stale - fresh);
 }
 
-void RouteEngine::AddLoadSignals(std::span<const BlockKey> keys, std::vector<RouteCandidate>* c,
+void RouteEngine::AddLoadSignals(ModelId model, std::span<const BlockKey> keys, std::vector<RouteCandidate>* c,
                                  Clock::time_point now) {
   const Node& node = queries_->node();
+  thread_local PrefixMatch one;
   for (RouteCandidate& x : *c) {
     RouteSignals& s = x.signals;
     if (std::optional<ingest::LoadScraper::Reading> r = node.load().Get(x.replica, x.dp_rank, now)) {
@@ -130,6 +131,14 @@ void RouteEngine::AddLoadSignals(std::span<const BlockKey> keys, std::vector<Rou
       s.kv_usage = r->load.kv_usage.value_or(0);
       s.scrape_weight = ScrapeWeight(node.routing(), r->age);
     }
+    const SourceId source = x.source;
+    tracker_.ReleaseStored(
+        source,
+        [&](const BlockKey& key) {
+          if (!node.index().FindPrefix(model, std::span<const BlockKey>(&key, 1), PrefixFilter{}, &one).ok()) return false;
+          return one.Find(source) != nullptr;
+        },
+        now);
     const uint32_t known = s.gpu_blocks + s.cpu_blocks + s.storage_blocks;
     s.predicted_blocks = tracker_.PredictedRun(x.source, keys, known, now);
     const RouteTracker::InFlight f = tracker_.InFlightOn(x.source, now);

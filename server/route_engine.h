@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "index/block_index.h"
 #include "server/config.h"
 #include "server/prefix_query.h"
 #include "server/query_engine.h"
@@ -102,7 +103,8 @@ class RouteEngine {
   // Every candidate source with its cache signals, from `found`.
   Status Candidates(const RouteQuery& q, const ModelRuntime& model, const PrefixAnswer& found,
                     std::vector<RouteCandidate>* out) const;
-  void AddLoadSignals(std::span<const BlockKey> keys, std::vector<RouteCandidate>* c, Clock::time_point now);
+  void AddLoadSignals(ModelId model, std::span<const BlockKey> keys, std::vector<RouteCandidate>* c,
+                      Clock::time_point now);
   double AgeSeconds(SourceId source, uint64_t engine_restarts, Clock::time_point now);
 
   const QueryEngine* queries_;

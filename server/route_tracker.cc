@@ -14,6 +14,7 @@ uint64_t RouteTracker::Add(SourceId source, std::span<const BlockKey> keys, uint
   }
   const uint64_t id = next_id_++;
   Route& r = routes_[id];
+  r.id = id;
   r.source = source;
   r.created = now;
   r.uncached_tokens = uncached_tokens;
@@ -24,6 +25,7 @@ uint64_t RouteTracker::Add(SourceId source, std::span<const BlockKey> keys, uint
   r.predicted.assign(keys.begin() + from, keys.begin() + from + n);
   for (const BlockKey& k : r.predicted) ++predicted_[PredKey{source, k}];
   live_predictions_.push_back(id);
+  pending_[source].push_back(id);
   InFlight& f = inflight_[source];
   ++f.requests;
   f.uncached_tokens += uncached_tokens;
@@ -75,12 +77,21 @@ size_t RouteTracker::size() const {
 void RouteTracker::ReleasePrediction(Route& r) {
   if (!r.prediction_live) return;
   r.prediction_live = false;
+  ForgetPending(r);
   for (const BlockKey& k : r.predicted) {
     auto it = predicted_.find(PredKey{r.source, k});
     if (it != predicted_.end() && --it->second == 0) predicted_.erase(it);
   }
   auto f = inflight_.find(r.source);
   if (f != inflight_.end()) f->second.uncached_tokens -= std::min(f->second.uncached_tokens, r.uncached_tokens);
+}
+
+void RouteTracker::ForgetPending(const Route& r) {
+  auto p = pending_.find(r.source);
+  if (p == pending_.end()) return;
+  std::vector<uint64_t>& ids = p->second;
+  ids.erase(std::remove(ids.begin(), ids.end(), r.id), ids.end());
+  if (ids.empty()) pending_.erase(p);
 }
 
 void RouteTracker::EraseLocked(std::map<uint64_t, Route>::iterator it) {

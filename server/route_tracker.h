@@ -3,12 +3,12 @@
 //
 // A route is a request sent to one source (replica, DP rank). Until the
 // router reports it done (or route_ttl passes) it counts as in flight on
-// that source; until prediction_ttl passes (about one prefill) its uncached
-// tokens count as queued there, and the prompt's blocks past the source's
-// cached prefix count as *predicted* there: a sibling request arriving
-// before the engine publishes BlockStored sees them (PredictedRun) and
-// follows instead of computing the prefix again. Predictions live only here;
-// FindPrefix never reports them.
+// that source; until the engine publishes the route's blocks (ReleaseStored)
+// or prediction_ttl passes, its uncached tokens count as queued there, and
+// the prompt's blocks past the source's cached prefix count as *predicted*
+// there: a sibling request arriving before the engine publishes BlockStored
+// sees them (PredictedRun) and follows instead of computing the prefix
+// again. Predictions live only here; FindPrefix never reports them.
 //
 // Bounded: at most max_routes routes (the oldest is evicted and counted)
 // and max_predicted_blocks per route. Time comes from the caller, so tests
@@ -46,6 +46,7 @@ class RouteTracker {
 
   // A route as it was recorded.
   struct Route {
+    uint64_t id = 0;
     SourceId source = 0;
     Clock::time_point created;
     uint64_t uncached_tokens = 0;
@@ -80,6 +81,13 @@ class RouteTracker {
   // How many of keys[from..] are predicted on `source`, consecutively.
   uint32_t PredictedRun(SourceId source, std::span<const BlockKey> keys, uint32_t from, Clock::time_point now);
   InFlight InFlightOn(SourceId source, Clock::time_point now);
+  // Ends the prediction of every route on `source` whose last predicted
+  // block `stored(key)` says the engine has published: vLLM publishes a
+  // block when it schedules it, so that prompt's prefill is under way and no
+  // longer queued, and its blocks are in the index. `stored` runs under the
+  // tracker's mutex: it must be a lock-free index read, no I/O.
+  template <typename StoredFn>
+  void ReleaseStored(SourceId source, StoredFn&& stored, Clock::time_point now);
   Stats stats() const;
   size_t size() const;
 
@@ -97,6 +105,7 @@ class RouteTracker {
 
   void ExpireLocked(Clock::time_point now);
   void ReleasePrediction(Route& r);
+  void ForgetPending(const Route& r);
   void EraseLocked(std::map<uint64_t, Route>::iterator it);
 
   const Options opts_;
@@ -106,7 +115,23 @@ class RouteTracker {
   std::deque<uint64_t> live_predictions_;              // route ids, oldest first
   std::unordered_map<PredKey, uint32_t, PredKeyHash> predicted_;  // -> routes predicting it
   std::unordered_map<SourceId, InFlight> inflight_;
+  std::unordered_map<SourceId, std::vector<uint64_t>> pending_;  // routes with a live prediction
   Stats stats_;
 };
+
+template <typename StoredFn>
+void RouteTracker::ReleaseStored(SourceId source, StoredFn&& stored, Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ExpireLocked(now);
+  auto p = pending_.find(source);
+  if (p == pending_.end()) return;
+  std::vector<uint64_t> ids = p->second;
+  for (uint64_t id : ids) {
+    auto it = routes_.find(id);
+    if (it == routes_.end()) continue;
+    Route& r = it->second;
+    if (r.predicted.empty() || stored(r.predicted.back())) ReleasePrediction(r);
+  }
+}
 
 }  // namespace kvidx::server

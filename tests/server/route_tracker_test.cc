@@ -3,6 +3,7 @@
 // without RouteDone runs into.
 #include "server/route_tracker.h"
 
+#include <algorithm>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -39,6 +40,26 @@ TEST(RouteTracker, ASiblingSeesThePredictedBlocksOnTheChosenSourceOnly) {
   EXPECT_EQ(t.PredictedRun(3, other, 2, t0 + 1s), 3u);
   // After one prefill's time the engine has published its own events.
   EXPECT_EQ(t.PredictedRun(3, prompt, 2, t0 + 10s), 0u);
+}
+
+TEST(RouteTracker, QueuedTokensAndPredictionsEndWhenTheEnginePublishesTheLastBlock) {
+  RouteTracker t(Opts());
+  const Clock::time_point t0{};
+  const std::vector<BlockKey> a = Keys(0, 4), b = Keys(50, 4);
+  (void)t.Add(1, a, 0, 64, t0);
+  (void)t.Add(1, b, 0, 32, t0);
+  std::vector<BlockKey> stored = {a[0], a[1], a[2]};  // a's prefill still under way
+  auto held = [&](const BlockKey& k) { return std::find(stored.begin(), stored.end(), k) != stored.end(); };
+  t.ReleaseStored(1, held, t0 + 1s);
+  EXPECT_EQ(t.InFlightOn(1, t0 + 1s).uncached_tokens, 96u);
+  stored.push_back(a[3]);
+  t.ReleaseStored(1, held, t0 + 1s);
+  EXPECT_EQ(t.InFlightOn(1, t0 + 1s).uncached_tokens, 32u);
+  EXPECT_EQ(t.InFlightOn(1, t0 + 1s).requests, 2u);  // in flight until RouteDone
+  EXPECT_EQ(t.PredictedRun(1, a, 0, t0 + 1s), 0u);   // the index has them now
+  EXPECT_EQ(t.PredictedRun(1, b, 0, t0 + 1s), 4u);
+  t.ReleaseStored(2, [](const BlockKey&) { return true; }, t0 + 1s);  // other sources: untouched
+  EXPECT_EQ(t.InFlightOn(1, t0 + 1s).uncached_tokens, 32u);
 }
 
 TEST(RouteTracker, InFlightCountsUntilDoneAndQueuedTokensUntilThePredictionEnds) {

@@ -30,6 +30,7 @@ uint32_t EngineModel::PlanPrefill(uint32_t budget) {
     if (r.prefill_left == 0 || planned >= budget) continue;
     r.step_tokens = std::min(r.prefill_left, budget - planned);
     planned += r.step_tokens;
+    delegate_->Computing(r.req, r.req.prompt_tokens - r.prefill_left + r.step_tokens);
   }
   while (!waiting_.empty() && planned < budget && running_.size() < opts_.max_running) {
     Waiting w = waiting_.front();
@@ -41,6 +42,7 @@ uint32_t EngineModel::PlanPrefill(uint32_t budget) {
     r.prefill_left = w.req.prompt_tokens - r.cached_tokens;
     r.step_tokens = std::min(r.prefill_left, budget - planned);
     planned += r.step_tokens;
+    if (r.step_tokens > 0) delegate_->Computing(r.req, r.cached_tokens + r.step_tokens);
     running_.push_back(r);
   }
   return planned;
@@ -69,6 +71,7 @@ void EngineModel::FinishStep(double now) {
         continue;
       }
       r.prefill_left -= r.step_tokens;
+      r.step_tokens = 0;
       if (r.prefill_left > 0) {
         still.push_back(r);
         continue;
@@ -91,7 +94,8 @@ double EngineModel::kv_usage() const {
   if (opts_.kv_blocks == 0) return 0;
   uint64_t blocks = 0;
   for (const Running& r : running_) {
-    const uint64_t tokens = r.req.prompt_tokens - r.prefill_left + r.generated;
+    // vLLM allocates a chunk's blocks when it schedules it.
+    const uint64_t tokens = r.req.prompt_tokens - r.prefill_left + r.step_tokens + r.generated;
     blocks += (tokens + opts_.block_size - 1) / opts_.block_size;
   }
   return std::min(1.0, static_cast<double>(blocks) / static_cast<double>(opts_.kv_blocks));

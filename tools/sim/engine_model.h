@@ -10,7 +10,9 @@
 //     most `max_running` requests at once (max_num_seqs);
 //   - a waiting request's cache hit is decided when it is first scheduled
 //     (get_computed_blocks), capped at prompt-1 tokens, block aligned, as
-//     vLLM recomputes at least the last token;
+//     vLLM recomputes at least the last token; each chunk's blocks are
+//     cached when the chunk is scheduled (so a request scheduled after it
+//     hits them) and published at the end of that step;
 //   - step time = step_overhead + prefill tokens x prefill_cost + decoding
 //     requests x decode_cost: prefill is compute bound, decode memory bound,
 //     and every running sequence slows every step, prefill chunks included;
@@ -52,10 +54,12 @@ struct EngineRequest {
 class EngineModelDelegate {
  public:
   virtual ~EngineModelDelegate() = default;
-  // Leading blocks of the request's prompt the engine holds now; the engine
-  // then allocates and caches the rest (called once per request, at its
-  // first scheduling, in scheduling order).
+  // Leading blocks of the request's prompt the engine holds now (called
+  // once per request, at its first scheduling, in scheduling order).
   virtual uint32_t Schedule(const EngineRequest& r) = 0;
+  // A step scheduled the prompt's tokens up to `through`: vLLM caches
+  // their full blocks now, and publishes them at the step's end.
+  virtual void Computing(const EngineRequest& r, uint32_t through) = 0;
   // The step ended: publish its events.
   virtual void StepEnded() = 0;
   // The request's first token came out (TTFT) / its last one did.

@@ -53,6 +53,7 @@ class Loop {
    public:
     RankAdapter(Loop* loop, size_t rank) : loop_(loop), rank_(rank) {}
     uint32_t Schedule(const EngineRequest& r) override { return loop_->OnSchedule(rank_, r); }
+    void Computing(const EngineRequest& r, uint32_t through) override { loop_->OnComputing(rank_, r, through); }
     void StepEnded() override { loop_->OnStepEnded(rank_); }
     void FirstToken(const EngineRequest& r, double now, uint32_t cached) override { loop_->OnFirstToken(r, now, cached); }
     void Finished(const EngineRequest& r, double now) override { loop_->OnFinished(r, now); }
@@ -74,6 +75,7 @@ class Loop {
   void TrackShare(size_t rank, double now);
 
   uint32_t OnSchedule(size_t rank, const EngineRequest& r);
+  void OnComputing(size_t rank, const EngineRequest& r, uint32_t through);
   void OnStepEnded(size_t rank);
   void OnFirstToken(const EngineRequest& r, double now, uint32_t cached);
   void OnFinished(const EngineRequest& r, double now);
@@ -261,10 +263,17 @@ uint32_t Loop::OnSchedule(size_t rank, const EngineRequest& r) {
   const Flight& f = flights_.at(r.id);
   const std::vector<int64_t> tokens = PromptTokens(reqs_[f.req]);
   const std::vector<BlockKey>& keys = fleet_->Keys(tokens);
-  const uint32_t hits = static_cast<uint32_t>(fleet_->rank(rank).CachedPrefix(keys));
+  return static_cast<uint32_t>(fleet_->rank(rank).CachedPrefix(keys));
+}
+
+// The chunk's blocks are cached (and their events held for the step's end)
+// by serving the prompt up to it: what is already cached is a hit, the rest
+// is stored with the last hit as parent, as vLLM announces a chunk.
+void Loop::OnComputing(size_t rank, const EngineRequest& r, uint32_t through) {
+  std::vector<int64_t> tokens = PromptTokens(reqs_[flights_.at(r.id).req]);
+  tokens.resize(std::min<size_t>(tokens.size(), through));
   Result<ServeResult> served = fleet_->rank(rank).Serve(tokens, false);
   if (!served.ok() && failure_.ok()) failure_ = served.status();
-  return hits;
 }
 
 void Loop::OnStepEnded(size_t rank) {

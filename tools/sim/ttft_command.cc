@@ -28,7 +28,7 @@ scenario
   --rate-scale X        trace arrivals sped up X times (1; overload: 3)
   --max-requests N      first N trace requests (0 = all)
   --requests N          synthetic requests (2000)
-  --rate R              synthetic requests (burst: bursts) per second (hotspot 12, burst 1.5, unique 6)
+  --rate R              synthetic requests (burst: bursts) per second (hotspot 30, burst 1.5, unique 6)
   --system-prompts N    hotspot: shared system prompts (32)
   --zipf S              hotspot: popularity exponent (1.2)
   --burst-n N           burst: siblings per burst (8)
@@ -148,7 +148,14 @@ std::optional<int> MakeRequests(const cli::CommandLine& cl, Setup* s) {
   if (s->scenario == "overload") return LoadTrace(cl, 3, s);
   SyntheticOptions o;
   o.scenario = s->scenario == "scale-up" ? "hotspot" : s->scenario;
-  o.rate = o.scenario == "burst" ? 1.5 : o.scenario == "unique" ? 6 : 12;
+  o.rate = o.scenario == "burst" ? 1.5 : o.scenario == "unique" ? 6 : 30;
+  if (o.scenario == "hotspot") {
+    // Long unique questions behind a shared system prompt: the hottest
+    // prompt's traffic alone is more prefill than one rank can do.
+    o.system_tokens = 2048;
+    o.question_min = 1024;
+    o.question_max = 4096;
+  }
   uint64_t v = 0;
   if (auto rc = cl.GetUint("--requests", 1, 1u << 24, &(v = o.requests))) return rc;
   o.requests = v;
