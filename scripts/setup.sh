@@ -15,6 +15,8 @@ PKGS=(
   libcivetweb-dev                     # HTTP server of the scraper tests (prometheus-cpp serves with it too)
   openssl curl                        # test certificates (TLS tests), /metrics checks
   prometheus python3-yaml             # promtool + a real Prometheus (deploy checks), YAML lint
+  python3-grpcio python3-protobuf     # the Python client (client/python) and its test
+  python3-zmq python3-msgpack         # ... whose test publishes KV events as an engine
 )
 
 missing=()
