@@ -303,7 +303,7 @@ TEST_F(CliTest, ConnectionOptionsBeforeOrAfterTheSubcommand) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
 }
 
-TEST_F(CliTest, RouterExamplePicksByOverlapMinusLoad) {
+TEST_F(CliTest, RouterExampleRoutesThroughKvidxAndReportsTheEnd) {
   const std::vector<int64_t> prompt = Iota(100, 48);
   StartServer(true, {TokenStorePayload(prompt)});
   ASSERT_TRUE(WaitMatched(TokenHashes(prompt), "r1", 3));
@@ -311,19 +311,23 @@ TEST_F(CliTest, RouterExamplePicksByOverlapMinusLoad) {
   ASSERT_EQ(access(bin.c_str(), X_OK), 0) << bin << " not built";
   std::string tokens;
   for (int64_t t : prompt) tokens += std::to_string(t) + " ";
-  auto run = [&](const std::string& replicas) {
-    const CliResult r = kvidx::testing::RunCommand(
-        "echo '" + tokens + "' | " + bin + " --server " + Target() + " --timeout-ms 2000 --model m " + replicas,
+  auto run = [&](const std::string& server, const std::string& flags) {
+    return kvidx::testing::RunCommand(
+        "echo '" + tokens + "' | " + bin + " --server " + server + " --timeout-ms 2000 --model m " + flags,
         kvidx::testing::Stderr::kDiscard);
-    EXPECT_EQ(r.exit_code, 0) << r.out;
-    return r.out;
   };
-  // r1 holds the whole prompt: 1.0 - 0.5 beats an idle replica with nothing (0 - 0.1).
-  std::string out = run("--replica idle=0.1 --replica r1=0.5");
-  EXPECT_NE(out.find("pick: r1\n"), std::string::npos) << out;
-  // ... but not once it is loaded enough.
-  out = run("--replica idle=0.1 --replica r1=1.5");
-  EXPECT_NE(out.find("pick: idle\n"), std::string::npos) << out;
+  // r1 holds 3 of the prompt's blocks; vLLM reuses at most prompt-1 tokens: 32.
+  CliResult r = run(Target(), "--replica r1 --cached-tokens 32");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("pick: r1 dp0 (ROUTE_REASON_AFFINITY)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("done: kvidx expected 32 cached tokens, the engine reported 32"), std::string::npos) << r.out;
+  // kvidx down (or the replica unknown to it): route without it.
+  r = run("127.0.0.1:" + std::to_string(DeadPort()), "--replica r1 --timeout-ms 300");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("pick: r1 (without kvidx)"), std::string::npos) << r.out;
+  r = run(Target(), "--replica nobody");
+  EXPECT_NE(r.out.find("pick: nobody (without kvidx)"), std::string::npos) << r.out;
+  EXPECT_EQ(run(Target(), "--n x").exit_code, 2);
 }
 
 // Exit codes without a server.

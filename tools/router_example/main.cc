@@ -1,28 +1,29 @@
 // kvidx-router-example: the smallest useful router built on kvidx.
 //
-//   kvidx-router-example --model M --replica a=0.2 --replica b=0.7 [TOKEN ...]
+//   kvidx-router-example --model M [--replica NAME ...] [--n N]
+//                        [--expected-output N] [--cached-tokens N] [TOKEN ...]
 //
 // Token ids come from the arguments or, if there are none, from stdin
-// (separated by commas or whitespace). One FindPrefixTokens call asks kvidx
-// which replicas hold a prefix of the prompt; each candidate then scores
+// (separated by commas or whitespace). One Route call asks kvidx where the
+// request should go among the healthy replicas (--replica; none = every
+// replica of the model): kvidx weighs what each rank holds (GPU, CPU,
+// storage, and blocks predicted there by requests routed moments ago)
+// against its load (scraped from the engine's /metrics and kvidx's own
+// in-flight accounting) and a fresh replica's warm-up credit
+// (docs/ROUTING.md). The router then sends the request -- here it only
+// prints the pick -- and reports the end with RouteDone, passing vLLM's
+// usage.prompt_tokens_details.cached_tokens (--cached-tokens) so kvidx can
+// compare what it expected with what the engine reused.
 //
-//   score = (1.0 * gpu_blocks + 0.75 * (lower_tier_blocks - gpu_blocks)) / blocks_in_query
-//           - load_weight * load
-//
-// i.e. the fraction of the prompt it need not recompute, where blocks in a
-// lower tier (CPU, storage) earn less because they must be copied back first,
-// minus the caller's own load signal (queue depth, KV usage, ... scaled to
-// roughly 0..1). A replica with several DP ranks counts its best rank. The
-// answer tells GPU apart from "GPU or any lower tier" only; a router wanting
-// storage at 0.25 would add a second query with tiers = {"CPU"} (in one
-// FindPrefixBatch) and credit the blocks between the two answers at 0.25.
-//
-// kvidx is advisory: if it cannot answer in time, route by load alone.
+// kvidx is advisory: if it cannot answer in time, route without it (here:
+// the first healthy replica; a real router would use its own balancing).
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,26 +31,20 @@
 
 namespace {
 
-struct Candidate {
-  std::string name;
-  double load = 0;
-  double credit = 0;  // overlap credit in [0, 1]
-  double score = 0;
-};
-
 int Usage(const std::string& msg) {
   std::fprintf(stderr,
                "kvidx-router-example: %s\n"
-               "usage: kvidx-router-example --model M --replica NAME=LOAD ... [--server ADDR]\n"
-               "                            [--load-weight W] [--timeout-ms N] [TOKEN ...]\n",
+               "usage: kvidx-router-example --model M [--replica NAME ...] [--server ADDR] [--n N]\n"
+               "                            [--expected-output N] [--cached-tokens N] [--timeout-ms N] [TOKEN ...]\n",
                msg.c_str());
   return 2;
 }
 
-bool ParseDouble(const std::string& s, double* out) {
+bool ParseU64(const std::string& s, uint64_t* out) {
   char* end = nullptr;
-  *out = std::strtod(s.c_str(), &end);
-  return !s.empty() && end == s.c_str() + s.size();
+  errno = 0;
+  *out = std::strtoull(s.c_str(), &end, 10);
+  return !s.empty() && s[0] != '-' && errno == 0 && end == s.c_str() + s.size();
 }
 
 // Appends the integers in `text` (separated by commas or whitespace).
@@ -71,85 +66,92 @@ bool ParseTokens(const std::string& text, std::vector<int64_t>* out) {
   return true;
 }
 
+struct Flags {
+  kvidx::client::ClientOptions client;
+  kvidx::v1::RouteRequest request;
+  std::vector<int64_t> tokens;
+  uint64_t cached_tokens = 0;
+  bool tokens_in_args = false;
+};
+
+// Returns an exit code on bad usage.
+std::optional<int> Parse(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (!arg.starts_with("--")) {
+      f->tokens_in_args = true;
+      if (!ParseTokens(arg, &f->tokens)) return Usage("bad token ids '" + arg + "'");
+      continue;
+    }
+    if (i + 1 >= argc) return Usage(arg + " needs a value");
+    const std::string value = argv[++i];
+    uint64_t n = 0;
+    if (arg == "--server") {
+      f->client.target = value;
+    } else if (arg == "--model") {
+      f->request.set_model(value);
+    } else if (arg == "--replica") {
+      f->request.add_replicas(value);
+    } else if (arg == "--n" || arg == "--expected-output" || arg == "--cached-tokens" || arg == "--timeout-ms") {
+      if (!ParseU64(value, &n) || n > (1u << 30)) return Usage("bad " + arg + " '" + value + "'");
+      if (arg == "--n") f->request.set_n(static_cast<uint32_t>(n));
+      if (arg == "--expected-output") f->request.set_expected_output_tokens(static_cast<uint32_t>(n));
+      if (arg == "--cached-tokens") f->cached_tokens = n;
+      if (arg == "--timeout-ms") f->client.deadline = std::chrono::milliseconds(std::max<uint64_t>(n, 1));
+    } else {
+      return Usage("unknown flag " + arg);
+    }
+  }
+  if (f->request.model().empty()) return Usage("missing --model");
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  kvidx::client::ClientOptions options;
-  if (const char* env = std::getenv("KVIDX_SERVER")) options.target = env;
-  options.deadline = std::chrono::milliseconds(50);  // a router cannot wait long
-  std::string model;
-  double load_weight = 1.0;
-  std::vector<Candidate> candidates;
-  std::vector<int64_t> tokens;
-  bool tokens_in_args = false;
-
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.starts_with("--")) {
-      if (i + 1 >= argc) return Usage(arg + " needs a value");
-      const std::string value = argv[++i];
-      if (arg == "--server") {
-        options.target = value;
-      } else if (arg == "--model") {
-        model = value;
-      } else if (arg == "--load-weight") {
-        if (!ParseDouble(value, &load_weight)) return Usage("bad --load-weight '" + value + "'");
-      } else if (arg == "--timeout-ms") {
-        double ms = 0;
-        if (!ParseDouble(value, &ms) || ms < 1) return Usage("bad --timeout-ms '" + value + "'");
-        options.deadline = std::chrono::milliseconds(static_cast<int64_t>(ms));
-      } else if (arg == "--replica") {
-        const size_t eq = value.find('=');
-        Candidate c;
-        c.name = value.substr(0, eq);
-        if (eq == std::string::npos || c.name.empty() || !ParseDouble(value.substr(eq + 1), &c.load)) {
-          return Usage("bad --replica '" + value + "' (expected NAME=LOAD)");
-        }
-        candidates.push_back(c);
-      } else {
-        return Usage("unknown flag " + arg);
-      }
-    } else {
-      tokens_in_args = true;
-      if (!ParseTokens(arg, &tokens)) return Usage("bad token ids '" + arg + "'");
-    }
-  }
-  if (model.empty()) return Usage("missing --model");
-  if (candidates.empty()) return Usage("missing --replica");
-  if (!tokens_in_args) {
+  Flags f;
+  if (const char* env = std::getenv("KVIDX_SERVER")) f.client.target = env;
+  f.client.deadline = std::chrono::milliseconds(50);  // a router cannot wait long
+  if (std::optional<int> rc = Parse(argc, argv, &f)) return *rc;
+  if (!f.tokens_in_args) {
     const std::string in{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-    if (!ParseTokens(in, &tokens)) return Usage("bad token ids on stdin");
+    if (!ParseTokens(in, &f.tokens)) return Usage("bad token ids on stdin");
   }
+  f.request.mutable_tokens()->mutable_token_ids()->Add(f.tokens.begin(), f.tokens.end());
 
-  auto client = kvidx::client::Client::Create(options);
+  auto client = kvidx::client::Client::Create(f.client);
   if (!client.ok()) return Usage(client.status().message());
-  kvidx::v1::FindPrefixResponse resp;
-  const grpc::Status status = (*client)->FindPrefixTokens(model, tokens, {}, &resp);
+  kvidx::v1::RouteResponse route;
+  const grpc::Status status = (*client)->Route(f.request, &route);
   if (!status.ok()) {
-    std::fprintf(stderr, "kvidx unavailable (%d: %s); routing by load only\n", static_cast<int>(status.error_code()),
+    std::fprintf(stderr, "kvidx unavailable (%d: %s); routing without it\n", static_cast<int>(status.error_code()),
                  status.error_message().c_str());
+    if (f.request.replicas_size() == 0) return 1;
+    std::printf("pick: %s (without kvidx)\n", f.request.replicas(0).c_str());
+    return 0;
   }
+  std::printf("%zu tokens; %-24s %6s %6s %6s %6s %10s\n", f.tokens.size(), "candidate", "gpu", "cpu", "stor",
+              "pred", "cost");
+  for (const kvidx::v1::RouteCandidate& c : route.candidates()) {
+    std::printf("%-36s %6u %6u %6u %6u %10.0f\n", c.source().c_str(), c.gpu_blocks(), c.cpu_blocks(),
+                c.storage_blocks(), c.predicted_blocks(), c.cost());
+  }
+  std::printf("pick: %s dp%u (%s)\n", route.replica().c_str(), route.dp_rank(),
+              kvidx::v1::RouteReason_Name(route.reason()).c_str());
 
-  for (Candidate& c : candidates) {
-    if (status.ok() && resp.blocks_in_query() > 0) {
-      for (const kvidx::v1::ReplicaMatch& m : resp.replicas()) {
-        if (m.replica() != c.name) continue;
-        const double gpu = m.matched_blocks();
-        const double lower = std::max(0.0, m.matched_blocks_with_lower_tiers() - gpu);
-        c.credit = std::max(c.credit, (1.0 * gpu + 0.75 * lower) / resp.blocks_in_query());
-      }
-    }
-    c.score = c.credit - load_weight * c.load;
+  // ... the request goes to the pick; when vLLM answers, report its usage.
+  kvidx::v1::RouteDoneRequest done;
+  done.set_route_id(route.route_id());
+  done.set_outcome(kvidx::v1::ROUTE_OUTCOME_OK);
+  done.set_prompt_tokens(route.prompt_tokens());
+  done.set_cached_tokens(f.cached_tokens);
+  kvidx::v1::RouteDoneResponse done_resp;
+  if (grpc::Status s = (*client)->RouteDone(done, &done_resp); !s.ok()) {
+    std::fprintf(stderr, "RouteDone failed (%d: %s)\n", static_cast<int>(s.error_code()), s.error_message().c_str());
+    return 1;
   }
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return a.score != b.score ? a.score > b.score : a.name < b.name;
-  });
-
-  std::printf("%zu tokens, %u full blocks\n", tokens.size(), status.ok() ? resp.blocks_in_query() : 0u);
-  std::printf("%-20s %8s %8s %8s\n", "replica", "overlap", "load", "score");
-  for (const Candidate& c : candidates) {
-    std::printf("%-20s %8.3f %8.3f %8.3f\n", c.name.c_str(), c.credit, c.load, c.score);
-  }
-  std::printf("pick: %s\n", candidates.front().name.c_str());
+  std::printf("done: kvidx expected %llu cached tokens, the engine reported %llu\n",
+              static_cast<unsigned long long>(done_resp.predicted_cached_tokens()),
+              static_cast<unsigned long long>(f.cached_tokens));
   return 0;
 }
