@@ -119,6 +119,12 @@ Kind KindOf(const YAML::Node& n) {
   return Kind::kOther;
 }
 
+std::string FormatReal(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
 // Quotes text for a message: escapes what would garble a log line and
 // truncates what would flood it.
 std::string Quote(std::string_view s) {
@@ -293,6 +299,7 @@ class ConfigParser {
   Status ReadHashSeed(const Value& v, std::optional<std::string>* out) const;
   Status ReadBool(const Value& v, bool* out) const;
   Status ReadUint(const Value& v, uint64_t lo, uint64_t hi, uint64_t* out) const;
+  Status ReadReal(const Value& v, double lo, double hi, double* out) const;
   Status ReadChoice(const Value& v, std::span<const std::string_view> choices, size_t* index) const;
   Status ReadListen(const Value& v, bool allow_empty, std::string* out) const;
 
@@ -312,7 +319,12 @@ class ConfigParser {
     };
   }
 
+  Reader Real(double lo, double hi, double* out) const {
+    return [this, lo, hi, out](const Value& v) { return ReadReal(v, lo, hi, out); };
+  }
+
   Status ReadTop(const Value& v, ServerConfig* c);
+  Status ReadRoutePolicy(const Value& v, RoutePolicy* p);
   Status ReadGrpc(const Value& v, GrpcConfig* g);
   Status ReadTls(const Value& v, TlsConfig* t);
   Status ReadModel(const Value& v, ModelConfig* m);
@@ -425,6 +437,18 @@ Status ConfigParser::ReadBool(const Value& v, bool* out) const {
   return Status::Ok();
 }
 
+Status ConfigParser::ReadReal(const Value& v, double lo, double hi, double* out) const {
+  auto bad = [&] { return Mismatch(v, "a number in [" + FormatReal(lo) + ", " + FormatReal(hi) + "]"); };
+  const Kind k = KindOf(v.node);
+  if (k != Kind::kInt && k != Kind::kFloat) return bad();
+  char* end = nullptr;
+  const std::string& text = v.node.Scalar();
+  const double x = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !(x >= lo && x <= hi)) return bad();
+  *out = x;
+  return Status::Ok();
+}
+
 Status ConfigParser::ReadUint(const Value& v, uint64_t lo, uint64_t hi, uint64_t* out) const {
   auto bad = [&] {
     return Mismatch(v, "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
@@ -521,6 +545,22 @@ Status ConfigParser::ReadModel(const Value& v, ModelConfig* m) {
       {"int_block_hashes", Bool(&m->int_block_hashes)},
       {"max_query_blocks", Int(1, kInt32Max, &m->max_query_blocks)},
       {"index_all_groups", Bool(&m->index_all_groups)},
+      {"route", [this, m](const Value& f) { return ReadRoutePolicy(f, &m->route); }},
+  });
+}
+
+// docs/ROUTING.md explains each term; the ranges keep every cost finite.
+Status ConfigParser::ReadRoutePolicy(const Value& v, RoutePolicy* p) {
+  return ReadMap(v, {
+      {"cpu_credit", Real(0, 1, &p->cpu_credit)},
+      {"storage_credit", Real(0, 1, &p->storage_credit)},
+      {"predicted_credit", Real(0, 1, &p->predicted_credit)},
+      {"decode_weight", Real(0, 10, &p->decode_weight)},
+      {"kv_pressure_start", Real(0, 1, &p->kv_pressure_start)},
+      {"kv_pressure_max_factor", Real(1, 100, &p->kv_pressure_max_factor)},
+      {"warmup_seconds", Real(0, 86400, &p->warmup_seconds)},
+      {"warmup_credit", Real(0, 0.99, &p->warmup_credit)},
+      {"mean_prompt_tokens", Real(1, 1e7, &p->mean_prompt_tokens)},
   });
 }
 

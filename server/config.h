@@ -24,6 +24,7 @@
 #include "base/status.h"
 #include "ingest/ingest_options.h"
 #include "ingest/source_config.h"
+#include "server/route_policy.h"
 
 namespace kvidx::server {
 
@@ -99,6 +100,8 @@ struct ModelConfig {
   bool int_block_hashes = true;
   uint32_t max_query_blocks = 8192;
   bool index_all_groups = false;
+  // Route's policy for this model (docs/ROUTING.md); SIGHUP reloads it.
+  RoutePolicy route;
 };
 
 struct EngineEntry {

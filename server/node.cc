@@ -38,7 +38,7 @@ Node::Node(const ServerConfig& config)
       scraper_(std::make_unique<ingest::LoadScraper>(ScrapeOptions(config.routing))),
       queries_(std::make_unique<QueryEngine>(this, QueryLimits{config.grpc.max_query_tokens,
                                                                 config.grpc.max_query_hashes})),
-      routes_(std::make_unique<RouteEngine>(queries_.get(), RoutePolicy{}, RouteTracker::Options{})) {}
+      routes_(std::make_unique<RouteEngine>(queries_.get(), RouteTracker::Options{})) {}
 
 Node::~Node() { Stop(); }
 

@@ -10,9 +10,19 @@
 
 namespace kvidx::server {
 
-RouteEngine::RouteEngine(const QueryEngine* queries, const RoutePolicy& policy,
-                         const RouteTracker::Options& tracker)
-    : queries_(queries), policy_(policy), tracker_(tracker) {}
+RouteEngine::RouteEngine(const QueryEngine* queries, const RouteTracker::Options& tracker)
+    : queries_(queries), tracker_(tracker) {}
+
+void RouteEngine::SetPolicies(const std::unordered_map<std::string, RoutePolicy>& by_model) {
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  for (const auto& [model, policy] : by_model) policies_[model] = policy;
+}
+
+RoutePolicy RouteEngine::PolicyFor(const ModelRuntime& model) const {
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  auto it = policies_.find(model.config.name);
+  return it != policies_.end() ? it->second : model.config.route;
+}
 
 Status RouteEngine::CheckQuery(const RouteQuery& q) const {
   if (q.n > kMaxRouteSiblings) {
@@ -50,7 +60,7 @@ Status RouteEngine::Route(const RouteQuery& q, RouteAnswer* answer, Clock::time_
     c.signals.inflight_requests += q.n > 1 ? q.n - 1 : 0;  // the siblings run together
     signals.push_back(c.signals);
   }
-  const RouteChoice choice = ChooseRoute(policy_, prompt_tokens, found.block_size, signals);
+  const RouteChoice choice = ChooseRoute(PolicyFor(model), prompt_tokens, found.block_size, signals);
   for (size_t i = 0; i < answer->candidates.size(); ++i) answer->candidates[i].score = choice.scores[i];
   std::swap(answer->candidates[0], answer->candidates[choice.winner]);
   std::stable_sort(answer->candidates.begin() + 1, answer->candidates.end(),

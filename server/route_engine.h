@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -81,7 +82,13 @@ class RouteEngine {
  public:
   using Clock = RouteTracker::Clock;
 
-  RouteEngine(const QueryEngine* queries, const RoutePolicy& policy, const RouteTracker::Options& tracker);
+  // Each model routes by its config's policy (ModelConfig::route) until
+  // SetPolicies replaces it.
+  RouteEngine(const QueryEngine* queries, const RouteTracker::Options& tracker);
+
+  // Replaces the policies of the named models (a SIGHUP reload); a Route
+  // already running keeps the one it read.
+  void SetPolicies(const std::unordered_map<std::string, RoutePolicy>& by_model);
 
   Status Route(const RouteQuery& q, RouteAnswer* answer, Clock::time_point now = Clock::now());
   // `cached_tokens`: what the engine reported reusing, if it reported usage.
@@ -107,9 +114,12 @@ class RouteEngine {
                       Clock::time_point now);
   double AgeSeconds(SourceId source, uint64_t engine_restarts, Clock::time_point now);
 
+  RoutePolicy PolicyFor(const ModelRuntime& model) const;
+
   const QueryEngine* queries_;
-  const RoutePolicy policy_;
   RouteTracker tracker_;
+  mutable std::mutex policy_mu_;
+  std::unordered_map<std::string, RoutePolicy> policies_;  // reloaded ones, by model name
 
   // When each source was first seen, and its engine-restart count then: a
   // restart (an empty cache) makes it young again.

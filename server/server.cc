@@ -326,7 +326,13 @@ Status Server::Reload(const ServerConfig& next) {
     if (!r.ok() && first.ok()) first = r.status();
   }
   im.config.engines = next.engines;
-  spdlog::info("reload: {} engine(s) removed, {} added{}", diff.removed.size(), diff.added.size(),
+  // Route policies follow the file; models themselves (hashing) do not
+  // change without a restart.
+  std::unordered_map<std::string, RoutePolicy> policies;
+  for (const ModelConfig& m : next.models) policies[m.name] = m.route;
+  im.node->routes().SetPolicies(policies);
+  spdlog::info("reload: {} engine(s) removed, {} added, route policies of {} model(s) set{}", diff.removed.size(),
+               diff.added.size(), policies.size(),
                first.ok() ? "" : " (with errors: " + first.ToString() + ")");
   return first;
 }

@@ -668,5 +668,32 @@ TEST(RoutingConfig, BadValuesNameTheField) {
   EXPECT_THAT(ErrorOf("routing: {bogus: 1}\n"), ::testing::HasSubstr("bogus"));
 }
 
+TEST(RoutingConfig, PerModelPolicy) {
+  const ServerConfig c = MustParse(R"(
+models:
+  - {name: a, route: {cpu_credit: 0.5, storage_credit: 0, warmup_seconds: 120, warmup_credit: 0.25,
+                      decode_weight: 0.05, kv_pressure_start: 0.8, kv_pressure_max_factor: 4,
+                      predicted_credit: 0.9, mean_prompt_tokens: 4096}}
+  - {name: b}
+)");
+  const RoutePolicy& a = c.models[0].route;
+  EXPECT_EQ(a.cpu_credit, 0.5);
+  EXPECT_EQ(a.storage_credit, 0.0);
+  EXPECT_EQ(a.warmup_seconds, 120.0);
+  EXPECT_EQ(a.warmup_credit, 0.25);
+  EXPECT_EQ(a.decode_weight, 0.05);
+  EXPECT_EQ(a.kv_pressure_start, 0.8);
+  EXPECT_EQ(a.kv_pressure_max_factor, 4.0);
+  EXPECT_EQ(a.predicted_credit, 0.9);
+  EXPECT_EQ(a.mean_prompt_tokens, 4096.0);
+  EXPECT_EQ(c.models[1].route.cpu_credit, RoutePolicy{}.cpu_credit);  // documented defaults
+  for (const char* bad : {"cpu_credit: 1.5", "warmup_credit: 1", "kv_pressure_max_factor: 0.5", "decode_weight: -1",
+                          "mean_prompt_tokens: x", "bogus: 1"}) {
+    const std::string doc = std::string("models: [{name: m, route: {") + bad + "}}]\n";
+    const std::string key = std::string(bad).substr(0, std::string(bad).find(':'));
+    EXPECT_THAT(ErrorOf(doc), ::testing::HasSubstr(key)) << doc;
+  }
+}
+
 }  // namespace
 }  // namespace kvidx::server

@@ -22,6 +22,7 @@ class RouteTest : public ::testing::Test {
     cfg.engines[0].metrics_url = http_.Url("/a/metrics");
     cfg.routing.scrape_interval_ms = 50;
     cfg.routing.stale_after_ms = 400;
+    cfg_ = cfg;
     rs_ = StartServer(cfg);
     ASSERT_NE(rs_.server, nullptr);
   }
@@ -57,9 +58,29 @@ class RouteTest : public ::testing::Test {
 
   kvidx::testing::HttpTestServer http_;
   TempDir dir_;
+  ServerConfig cfg_;
   std::unique_ptr<sim::SimRank> a_, b_;
   RunningServer rs_;
 };
+
+TEST_F(RouteTest, AReloadedPolicyDecidesTheNextRoute) {
+  const std::vector<int64_t> prompt = Prompt(21, 16 * 4);
+  v1::RouteResponse resp;
+  ASSERT_TRUE(Route(TokensRequest(prompt), &resp).ok());
+  const std::string first = resp.replica();
+  // Both ranks joined moments ago: the default warm-up credit applies.
+  for (const v1::RouteCandidate& c : resp.candidates()) EXPECT_LT(c.warmup_factor(), 1.0) << resp.DebugString();
+  ServerConfig next = cfg_;
+  next.models[0].route.warmup_credit = 0;
+  next.models[0].route.decode_weight = 0.5;
+  ASSERT_TRUE(rs_.server->Reload(next).ok());
+  ASSERT_TRUE(Route(TokensRequest(prompt), &resp).ok());
+  for (const v1::RouteCandidate& c : resp.candidates()) EXPECT_EQ(c.warmup_factor(), 1.0) << resp.DebugString();
+  // The first route is still in flight on its rank: 1 + 0.5 x 1 running.
+  for (const v1::RouteCandidate& c : resp.candidates()) {
+    EXPECT_DOUBLE_EQ(c.decode_factor(), c.replica() == first ? 1.5 : 1.0) << resp.DebugString();
+  }
+}
 
 TEST_F(RouteTest, AScrapedHotSpotLosesItsAffinity) {
   const std::vector<int64_t> prompt = Prompt(9, 16 * 8 + 3);

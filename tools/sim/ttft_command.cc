@@ -48,6 +48,7 @@ engine model (tools/sim/engine_model.h)
   --ingress-ms X        router to engine queue (10)
 output
   --markdown            the table as Markdown
+(--server, --token-file, --timeout-ms (30000 here), --json: as for the kvidx CLI)
 )";
 
 constexpr cli::FlagSpec kFlags[] = {
@@ -233,7 +234,9 @@ void PrintJson(const Setup& s, const std::vector<TimedReport>& reports) {
 }  // namespace
 
 int TtftMain(int argc, char** argv) {
-  cli::CommandLine cl("sim ttft", kUsage, {});
+  // Each policy adds and removes its engines through the admin API, which
+  // can take seconds on a loaded machine: a longer default deadline.
+  cli::CommandLine cl("sim ttft", kUsage, {{"--timeout-ms", "30000"}});
   if (auto rc = cl.Parse(argc, argv, kFlags, 0)) return *rc;
   Setup s;
   if (auto rc = Parse(cl, &s)) return *rc;
