@@ -363,8 +363,14 @@ void Node::RenderRouteMetrics(std::vector<MetricSample>* out) const {
     const auto reason = static_cast<RouteReason>(r);
     add(m::kRouteDecisions, d(routes_->decisions(reason)), {{"reason", std::string(RouteReasonName(reason))}});
   }
-  add(m::kRoutesInFlight, d(routes_->in_flight()));
+  for (const auto& [id, f] : routes_->in_flight_by_source()) {
+    const SourceInfo* info = sources_.Get(id);
+    if (info == nullptr || !sources_.IsLive(id)) continue;
+    add(m::kRoutesInFlight, d(f.requests), {{"source", ingest::SourceName(info->replica, info->dp_rank)}});
+  }
   const RouteTracker::Stats ts = routes_->tracker_stats();
+  add(m::kRoutePredictions, d(ts.predictions_confirmed), {{"how", "confirmed"}});
+  add(m::kRoutePredictions, d(ts.predictions_expired), {{"how", "expired"}});
   add(m::kRoutesEnded, d(ts.done), {{"how", "done"}});
   add(m::kRoutesEnded, d(ts.expired), {{"how", "expired"}});
   add(m::kRoutesEnded, d(ts.evicted), {{"how", "evicted"}});

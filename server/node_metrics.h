@@ -69,7 +69,10 @@ inline constexpr MetricFamily kCorruptDataDir{"kvidx_corrupt_data_dir_total", K:
 inline constexpr MetricFamily kRouteDecisions{"kvidx_route_decisions_total", K::kCounter,
                                               "Route answers by reason (affinity | load | warmup | no_prefix)."};
 inline constexpr MetricFamily kRoutesInFlight{"kvidx_routes_in_flight", K::kGauge,
-                                              "Routes neither reported done nor expired."};
+                                              "Routes neither reported done nor expired, per source."};
+inline constexpr MetricFamily kRoutePredictions{
+    "kvidx_route_predictions_total", K::kCounter,
+    "Sibling predictions by how they ended (confirmed: the engine published the blocks | expired)."};
 inline constexpr MetricFamily kRoutesEnded{"kvidx_routes_ended_total", K::kCounter,
                                            "Routes that left the tracker, by how (done | expired | evicted)."};
 inline constexpr MetricFamily kRoutePredictedCached{
@@ -99,7 +102,7 @@ inline MetricFamilyTable NodeMetricFamilies() {
       &kAppliedBatches,   &kApplyErrors,       &kUnboundBatches,     &kBlockSizeMismatch, &kUnknownTopic,
       &kSnapshots,        &kSnapshotDuration,  &kSnapshotBytes,      &kSnapshotAge,     &kRestoreDuration,
       &kRestoredBlocks,   &kRestoreDroppedSources, &kCorruptDataDir,
-      &kRouteDecisions,   &kRoutesInFlight,    &kRoutesEnded,        &kRoutePredictedCached,
+      &kRouteDecisions,   &kRoutesInFlight,    &kRoutesEnded,        &kRoutePredictions,  &kRoutePredictedCached,
       &kRouteDeliveredCached, &kEngineScrapes, &kEngineScrapeAge,    &kEngineLoadInvalid,
   };
   return kTable;

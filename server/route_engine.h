@@ -102,6 +102,9 @@ class RouteEngine {
   };
   RouteTracker::Stats tracker_stats() const { return tracker_.stats(); }
   size_t in_flight() const { return tracker_.size(); }
+  std::vector<std::pair<SourceId, RouteTracker::InFlight>> in_flight_by_source() const {
+    return tracker_.InFlightBySource();
+  }
   uint64_t decisions(RouteReason r) const { return decisions_[static_cast<size_t>(r)].load(std::memory_order_relaxed); }
   std::unordered_map<SourceId, CachedTokens> cached_tokens_by_source() const;
 

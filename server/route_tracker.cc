@@ -64,6 +64,11 @@ RouteTracker::InFlight RouteTracker::InFlightOn(SourceId source, Clock::time_poi
   return it == inflight_.end() ? InFlight{} : it->second;
 }
 
+std::vector<std::pair<SourceId, RouteTracker::InFlight>> RouteTracker::InFlightBySource() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {inflight_.begin(), inflight_.end()};
+}
+
 RouteTracker::Stats RouteTracker::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
@@ -109,6 +114,7 @@ void RouteTracker::ExpireLocked(Clock::time_point now) {
     auto it = routes_.find(live_predictions_.front());
     if (it != routes_.end()) {
       if (now - it->second.created < opts_.prediction_ttl) break;
+      if (it->second.prediction_live) ++stats_.predictions_expired;
       ReleasePrediction(it->second);
     }
     live_predictions_.pop_front();

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -66,6 +67,8 @@ class RouteTracker {
     uint64_t done = 0;
     uint64_t expired = 0;   // route_ttl passed without RouteDone
     uint64_t evicted = 0;   // pushed out by max_routes
+    uint64_t predictions_confirmed = 0;  // the engine published the route's last predicted block
+    uint64_t predictions_expired = 0;    // prediction_ttl passed first
   };
 
   explicit RouteTracker(const Options& options) : opts_(options) {}
@@ -81,6 +84,8 @@ class RouteTracker {
   // How many of keys[from..] are predicted on `source`, consecutively.
   uint32_t PredictedRun(SourceId source, std::span<const BlockKey> keys, uint32_t from, Clock::time_point now);
   InFlight InFlightOn(SourceId source, Clock::time_point now);
+  // Every source with a route in flight.
+  std::vector<std::pair<SourceId, InFlight>> InFlightBySource() const;
   // Ends the prediction of every route on `source` whose last predicted
   // block `stored(key)` says the engine has published: vLLM publishes a
   // block when it schedules it, so that prompt's prefill is under way and no
@@ -130,7 +135,10 @@ void RouteTracker::ReleaseStored(SourceId source, StoredFn&& stored, Clock::time
     auto it = routes_.find(id);
     if (it == routes_.end()) continue;
     Route& r = it->second;
-    if (r.predicted.empty() || stored(r.predicted.back())) ReleasePrediction(r);
+    if (r.predicted.empty() || stored(r.predicted.back())) {
+      ReleasePrediction(r);
+      ++stats_.predictions_confirmed;
+    }
   }
 }
 

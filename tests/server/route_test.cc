@@ -190,6 +190,26 @@ TEST_F(RouteTest, SiblingsArrivingBeforeAnyEventFollowTheFirst) {
   EXPECT_EQ(chosen.size(), 1u) << "the burst's prefix would be computed on more than one replica";
   // FindPrefix never reports predictions.
   EXPECT_EQ(MatchedBlocks(rs_.stubs.index.get(), prompt, first.replica()), 0u);
+  auto sample = [&](std::string_view name, const std::string& label, const std::string& value) {
+    for (const MetricSample& s : rs_.server->node().RenderMetrics()) {
+      if (s.name() != name) continue;
+      for (const auto& [k, v] : s.labels) {
+        if (k == label && v == value) return s.value;
+      }
+    }
+    return -1.0;
+  };
+  const std::string source = first.replica() + "/dp0";
+  EXPECT_EQ(sample("kvidx_routes_in_flight", "source", source), 8.0);
+  // The engine publishes the prompt: the next Route sees the blocks cached,
+  // and all eight predictions end confirmed.
+  Serve(first.replica() == "a" ? *a_ : *b_, prompt);
+  v1::RouteResponse after;
+  ASSERT_TRUE(Route(TokensRequest(prompt), &after).ok());
+  EXPECT_EQ(after.candidates(0).predicted_blocks(), 0u) << after.DebugString();
+  EXPECT_EQ(after.candidates(0).gpu_blocks(), 32u);
+  EXPECT_EQ(sample("kvidx_route_predictions_total", "how", "confirmed"), 8.0);
+  EXPECT_EQ(sample("kvidx_route_predictions_total", "how", "expired"), 0.0);
 }
 
 TEST_F(RouteTest, TheCandidateSetLimitsTheChoice) {

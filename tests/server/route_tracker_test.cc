@@ -60,6 +60,12 @@ TEST(RouteTracker, QueuedTokensAndPredictionsEndWhenTheEnginePublishesTheLastBlo
   EXPECT_EQ(t.PredictedRun(1, b, 0, t0 + 1s), 4u);
   t.ReleaseStored(2, [](const BlockKey&) { return true; }, t0 + 1s);  // other sources: untouched
   EXPECT_EQ(t.InFlightOn(1, t0 + 1s).uncached_tokens, 32u);
+  EXPECT_EQ(t.stats().predictions_confirmed, 1u);
+  EXPECT_EQ(t.stats().predictions_expired, 0u);
+  EXPECT_EQ(t.InFlightOn(1, t0 + 20s).uncached_tokens, 0u);  // b's prediction outlived its TTL
+  EXPECT_EQ(t.stats().predictions_expired, 1u);
+  ASSERT_EQ(t.InFlightBySource().size(), 1u);
+  EXPECT_EQ(t.InFlightBySource()[0].second.requests, 2u);
 }
 
 TEST(RouteTracker, InFlightCountsUntilDoneAndQueuedTokensUntilThePredictionEnds) {
