@@ -39,7 +39,9 @@ class RecordArena {
   RecordArena& operator=(const RecordArena&) = delete;
 
   // Record `id`'s words, or nullptr if `id` is out of bounds (stale read).
-  Rec* At(uint32_t id) const {
+  // Forced inline: the query pipeline peeks a record per block, and GCC
+  // left this as a call there.
+  [[gnu::always_inline]] Rec* At(uint32_t id) const {
     if (id >= top_.load(std::memory_order_acquire)) return nullptr;
     Rec* chunk = rec_dir_.Get(id >> kRecChunkBits);
     return chunk == nullptr ? nullptr : &chunk[id & (kRecChunk - 1)];

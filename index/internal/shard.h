@@ -79,7 +79,8 @@ class Shard {
   // one record at a time), which saves the table walk when the peek was
   // right.
   bool RecHolds(const Rec* r, uint32_t id, const ProbeKey& k) const { return records_.Holds(r, id, k); }
-  void PrefetchOwnersOf(const Rec* r) const;
+  // Forced inline: the pipeline calls it once per query block.
+  [[gnu::always_inline]] inline void PrefetchOwnersOf(const Rec* r) const;
   uint32_t size() const { return size_.load(std::memory_order_relaxed); }
 
   // --- Writer side (hold a WriteLock) ---
