@@ -609,9 +609,10 @@ inline uint32_t LowerBoundSource(const AWord* o, uint32_t lo, uint32_t hi, uint3
 
 // The owners of `k` (count 0 if absent); false on a stale read. Runs inside
 // a read section. `hint` is the record PeekRecord found for `k` (id
-// `hint_id`), or null.
-inline bool ProbeOwners(const Shard& sh, const ProbeKey& k, const Rec* hint, uint32_t hint_id, const AWord** o,
-                        uint32_t* cnt) {
+// `hint_id`), or null. Inlined by force like the Shard calls it makes
+// (see Shard's reader side).
+[[gnu::always_inline]] inline bool ProbeOwners(const Shard& sh, const ProbeKey& k, const Rec* hint, uint32_t hint_id,
+                                               const AWord** o, uint32_t* cnt) {
   *cnt = 0;
   *o = nullptr;
   const Rec* r = hint;
