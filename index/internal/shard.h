@@ -40,12 +40,6 @@ class Shard {
   Shard& operator=(const Shard&) = delete;
 
   // --- Reader side (no lock; only inside Read) ---
-  // The calls FindPrefix makes once per query block (RecAt, Owners,
-  // PrefetchGroup, PeekRecord, RecHolds, PrefetchOwnersOf) are inlined by
-  // force: FindPrefix's stages inline into one large function, in which
-  // GCC's inliner leaves some of them as calls -- which ones depends on
-  // that function's size -- costing up to 7% of W1's query instructions.
-
   // The read section: runs `fn` until it ran while no writer touched the
   // shard. `fn` may see torn words, so it reads through the bounds-checked
   // accessors below only, returns false when what it read was visibly stale
@@ -62,11 +56,11 @@ class Shard {
   // Record id of `k` or kNoId, using relaxed loads and bounds checks only.
   uint32_t Find(const ProbeKey& k) const;
   // Record words, or nullptr if `id` is out of bounds (stale read).
-  [[gnu::always_inline]] Rec* RecAt(uint32_t id) const { return records_.At(id); }
+  Rec* RecAt(uint32_t id) const { return records_.At(id); }
   // The owner words of record `r`: sets *count and returns a pointer to
   // kOwnerWords * count words (sorted by word 0), or nullptr if the handle
   // is out of bounds (stale read).
-  [[gnu::always_inline]] inline AWord* Owners(const Rec* r, uint32_t* count) const;
+  AWord* Owners(const Rec* r, uint32_t* count) const;
   bool KeyEquals(uint32_t id, const ProbeKey& k) const {
     const Rec* r = RecAt(id);
     return r != nullptr && RecHolds(r, id, k);
@@ -74,19 +68,18 @@ class Shard {
   BlockKey KeyOf(uint32_t id) const { return records_.KeyOf(id); }
   // Prefetch helpers for a query pipeline: unvalidated, never fault, never
   // change results. Group of `k` -> its control word and slots.
-  [[gnu::always_inline]] inline void PrefetchGroup(const ProbeKey& k) const;
+  void PrefetchGroup(const ProbeKey& k) const;
   // Batched pipeline (FindPrefix): after PrefetchGroup(k), the record the
   // first tag match points to (prefetched), or nullptr; then its overflow
   // owner array. Unvalidated like the above: only a hint.
   // `*id` = the record's id (kNoId with nullptr).
-  [[gnu::always_inline]] inline const Rec* PeekRecord(const ProbeKey& k, uint32_t* id) const;
+  const Rec* PeekRecord(const ProbeKey& k, uint32_t* id) const;
   // Whether record `r` (id `id`) holds key `k` and is live. A PeekRecord
   // result checked this way inside a read section is k's record (a key has
   // one record at a time), which saves the table walk when the peek was
   // right.
-  [[gnu::always_inline]] bool RecHolds(const Rec* r, uint32_t id, const ProbeKey& k) const {
-    return records_.Holds(r, id, k);
-  }
+  bool RecHolds(const Rec* r, uint32_t id, const ProbeKey& k) const { return records_.Holds(r, id, k); }
+  // Forced inline: the pipeline calls it once per query block.
   [[gnu::always_inline]] inline void PrefetchOwnersOf(const Rec* r) const;
   uint32_t size() const { return size_.load(std::memory_order_relaxed); }
 
