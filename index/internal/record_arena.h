@@ -39,13 +39,16 @@ class RecordArena {
   RecordArena& operator=(const RecordArena&) = delete;
 
   // Record `id`'s words, or nullptr if `id` is out of bounds (stale read).
-  Rec* At(uint32_t id) const {
+  // Inlined by force: the query walk peeks a record per block (see
+  // Shard's reader side).
+  [[gnu::always_inline]] Rec* At(uint32_t id) const {
     if (id >= top_.load(std::memory_order_acquire)) return nullptr;
     Rec* chunk = rec_dir_.Get(id >> kRecChunkBits);
     return chunk == nullptr ? nullptr : &chunk[id & (kRecChunk - 1)];
   }
-  // Whether record `r` (id `id`) holds key `k` and is live.
-  bool Holds(const Rec* r, uint32_t id, const ProbeKey& k) const;
+  // Whether record `r` (id `id`) holds key `k` and is live. Inlined by
+  // force, like At: the query walk checks one record per block.
+  [[gnu::always_inline]] inline bool Holds(const Rec* r, uint32_t id, const ProbeKey& k) const;
   BlockKey KeyOf(uint32_t id) const;
   // Ids below this have been handed out (live or free).
   uint32_t top() const { return top_.load(std::memory_order_acquire); }

@@ -40,6 +40,14 @@ class Shard {
   Shard& operator=(const Shard&) = delete;
 
   // --- Reader side (no lock; only inside Read) ---
+  // The calls FindPrefix makes once per query block (RecAt, Owners,
+  // PrefetchGroup, PeekRecord, RecHolds, PrefetchOwnersOf) are inlined by
+  // force: FindPrefix's stages inline into one large function, in which
+  // GCC's inliner leaves some of them as calls -- which ones depends on
+  // that function's size -- costing ~5% of W1's query instructions. A
+  // prefetching helper they call must be forced too (Table::PrefetchGroup
+  // says why); check that the prefetches are still emitted after a change.
+
   // The read section: runs `fn` until it ran while no writer touched the
   // shard. `fn` may see torn words, so it reads through the bounds-checked
   // accessors below only, returns false when what it read was visibly stale
@@ -56,11 +64,11 @@ class Shard {
   // Record id of `k` or kNoId, using relaxed loads and bounds checks only.
   uint32_t Find(const ProbeKey& k) const;
   // Record words, or nullptr if `id` is out of bounds (stale read).
-  Rec* RecAt(uint32_t id) const { return records_.At(id); }
+  [[gnu::always_inline]] Rec* RecAt(uint32_t id) const { return records_.At(id); }
   // The owner words of record `r`: sets *count and returns a pointer to
   // kOwnerWords * count words (sorted by word 0), or nullptr if the handle
   // is out of bounds (stale read).
-  AWord* Owners(const Rec* r, uint32_t* count) const;
+  [[gnu::always_inline]] inline AWord* Owners(const Rec* r, uint32_t* count) const;
   bool KeyEquals(uint32_t id, const ProbeKey& k) const {
     const Rec* r = RecAt(id);
     return r != nullptr && RecHolds(r, id, k);
@@ -68,18 +76,20 @@ class Shard {
   BlockKey KeyOf(uint32_t id) const { return records_.KeyOf(id); }
   // Prefetch helpers for a query pipeline: unvalidated, never fault, never
   // change results. Group of `k` -> its control word and slots.
-  void PrefetchGroup(const ProbeKey& k) const;
+  [[gnu::always_inline]] inline void PrefetchGroup(const ProbeKey& k) const;
   // Batched pipeline (FindPrefix): after PrefetchGroup(k), the record the
   // first tag match points to (prefetched), or nullptr; then its overflow
   // owner array. Unvalidated like the above: only a hint.
   // `*id` = the record's id (kNoId with nullptr).
-  const Rec* PeekRecord(const ProbeKey& k, uint32_t* id) const;
+  [[gnu::always_inline]] inline const Rec* PeekRecord(const ProbeKey& k, uint32_t* id) const;
   // Whether record `r` (id `id`) holds key `k` and is live. A PeekRecord
   // result checked this way inside a read section is k's record (a key has
   // one record at a time), which saves the table walk when the peek was
   // right.
-  bool RecHolds(const Rec* r, uint32_t id, const ProbeKey& k) const { return records_.Holds(r, id, k); }
-  void PrefetchOwnersOf(const Rec* r) const;
+  [[gnu::always_inline]] bool RecHolds(const Rec* r, uint32_t id, const ProbeKey& k) const {
+    return records_.Holds(r, id, k);
+  }
+  [[gnu::always_inline]] inline void PrefetchOwnersOf(const Rec* r) const;
   uint32_t size() const { return size_.load(std::memory_order_relaxed); }
 
   // --- Writer side (hold a WriteLock) ---

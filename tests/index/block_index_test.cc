@@ -279,6 +279,39 @@ TEST_F(BlockIndexTest, GpuRunStopsAtFirstNonGpuBlock) {
   EXPECT_EQ(Any(m, 0), 3u);
 }
 
+// Consecutive blocks with the same owners (source, tier, group) admit the
+// same sources; the walk still reads each block's own hit counts, and a
+// change of tier at the same owner count, or of copy count alone, is told
+// apart correctly.
+TEST_F(BlockIndexTest, RunsOfBlocksWithTheSameOwnersKeepPerBlockHits) {
+  Store(0, Range(1, 7));
+  Store(1, Range(1, 7));
+  Store(2, Range(1, 5));
+  Store(2, Keys({5, 6}), 4, Tier::kCpu);                          // same count, other tier
+  for (int i = 0; i < 2; ++i) Store(0, Keys({1, 2}), std::nullopt, Tier::kGpu, StoreOrigin::kReused);
+  Store(1, Keys({4}), 3, Tier::kGpu, StoreOrigin::kReused);
+  Store(2, Keys({3}), 2);                                          // a second copy: only the refcount moves
+  PrefixMatch m = Find(Range(1, 7));
+  ASSERT_EQ(m.sources.size(), 3u);
+  const SourceMatch* s0 = m.Find(0);
+  const SourceMatch* s1 = m.Find(1);
+  const SourceMatch* s2 = m.Find(2);
+  EXPECT_EQ(s0->gpu_blocks, 6u);
+  EXPECT_EQ(s0->hits, 4u);
+  EXPECT_EQ(s0->hit_blocks, 2u);
+  EXPECT_EQ(s1->gpu_blocks, 6u);
+  EXPECT_EQ(s1->hits, 1u);
+  EXPECT_EQ(s1->hit_blocks, 1u);
+  EXPECT_EQ(s2->gpu_blocks, 4u);
+  EXPECT_EQ(s2->blocks_with_lower_tiers, 6u);
+  EXPECT_EQ(s2->hits, 0u);
+  m = Find(Range(2, 7));
+  EXPECT_EQ(m.Find(0)->hits, 2u);
+  EXPECT_EQ(m.Find(0)->hit_blocks, 1u);
+  EXPECT_EQ(m.Find(1)->hits, 1u);
+  EXPECT_EQ(m.Find(2)->gpu_blocks, 3u);
+}
+
 TEST_F(BlockIndexTest, PerDataParallelRankAnswers) {
   SourceRegistry reg;
   SourceId r0 = reg.Register("replica-a", 0).value();
