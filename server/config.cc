@@ -204,13 +204,6 @@ std::string TopicTemplateProblem(std::string_view t) {
   return "";
 }
 
-bool SameEngine(const EngineEntry& a, const EngineEntry& b) {
-  const ingest::EngineConfig& x = a.engine;
-  const ingest::EngineConfig& y = b.engine;
-  return x.replica == y.replica && x.model == y.model && x.endpoint == y.endpoint &&
-         x.replay_endpoint == y.replay_endpoint && x.data_parallel_size == y.data_parallel_size &&
-         x.topic == y.topic && x.mode == y.mode && a.gpu_blocks == b.gpu_blocks && a.metrics_url == b.metrics_url;
-}
 
 // Sees only where each document starts. Used to count documents without
 // YAML::LoadAll, which in yaml-cpp 0.7 never returns on a token that cannot
@@ -977,6 +970,14 @@ Status ValidateEngine(const EngineEntry& entry, const ServerConfig& config, std:
   claims->replicas.emplace(e.replica, std::string(owner));
   for (auto& [key, who] : streams) claims->streams.emplace(std::move(key), std::move(who));
   return Status::Ok();
+}
+
+bool SameEngine(const EngineEntry& a, const EngineEntry& b) {
+  const ingest::EngineConfig& x = a.engine;
+  const ingest::EngineConfig& y = b.engine;
+  return x.replica == y.replica && x.model == y.model && x.endpoint == y.endpoint &&
+         x.replay_endpoint == y.replay_endpoint && x.data_parallel_size == y.data_parallel_size &&
+         x.topic == y.topic && x.mode == y.mode && a.gpu_blocks == b.gpu_blocks && a.metrics_url == b.metrics_url;
 }
 
 EngineDiff DiffEngines(const ServerConfig& before, const ServerConfig& after) {

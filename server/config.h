@@ -208,6 +208,9 @@ Result<ServerConfig> LoadConfigFile(const std::string& path);
 // The IngestOptions the config implies (threads, timeouts, topic template).
 ingest::IngestOptions ToIngestOptions(const ServerConfig& config);
 
+// Whether two entries define the same engine (every field equal).
+bool SameEngine(const EngineEntry& a, const EngineEntry& b);
+
 // Engines whose definition differs between two configs, for a reload:
 // removed = replicas in `before` not in `after` or changed; added = replicas
 // in `after` not in `before` or changed. A changed engine is removed and
