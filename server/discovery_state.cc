@@ -34,7 +34,7 @@ void DiscoveryState::Drop(const std::string& replica, DiscoveryActions* out) {
   --p.counts.active;
   ++p.counts.removed;
   p.engines.erase(replica);
-  out->remove.push_back(replica);
+  out->remove.push_back({e.provider, replica});
   engines_.erase(it);
 }
 

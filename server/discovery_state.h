@@ -41,8 +41,13 @@
 
 namespace kvidx::server {
 
+struct DiscoveryRemoval {
+  std::string provider;
+  std::string replica;
+};
+
 struct DiscoveryActions {
-  std::vector<std::string> remove;  // replicas; applied before the adds
+  std::vector<DiscoveryRemoval> remove;  // applied before the adds
   std::vector<EngineEntry> add;
 
   bool empty() const { return remove.empty() && add.empty(); }

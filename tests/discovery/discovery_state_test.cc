@@ -31,6 +31,12 @@ EngineEntry Engine(const std::string& replica, int port = 5557, uint32_t dp = 1)
   return e;
 }
 
+std::vector<std::string> Replicas(const std::vector<DiscoveryRemoval>& v) {
+  std::vector<std::string> out;
+  for (const DiscoveryRemoval& r : v) out.push_back(r.replica);
+  return out;
+}
+
 std::vector<std::string> Replicas(const std::vector<EngineEntry>& v) {
   std::vector<std::string> out;
   for (const EngineEntry& e : v) out.push_back(e.engine.replica);
@@ -49,7 +55,7 @@ class DiscoveryStateTest : public ::testing::Test {
 TEST_F(DiscoveryStateTest, NewEnginesAreAddedOnce) {
   DiscoveryActions a = Answer({Engine("a"), Engine("b")});
   EXPECT_THAT(Replicas(a.add), ElementsAre("a", "b"));
-  EXPECT_THAT(a.remove, IsEmpty());
+  EXPECT_THAT(Replicas(a.remove), IsEmpty());
   EXPECT_TRUE(Answer({Engine("a"), Engine("b")}).empty());
   EXPECT_EQ(state_.Counts("p").active, 2u);
   EXPECT_EQ(state_.Counts("p").added, 2u);
@@ -67,7 +73,7 @@ TEST_F(DiscoveryStateTest, VanishedEngineIsRemovedOnlyAfterTheGrace) {
   EXPECT_TRUE(Answer({Engine("a")}).empty());
   EXPECT_TRUE(state_.Expire(now_ + seconds(9)).empty());
   DiscoveryActions gone = state_.Expire(now_ + seconds(10));
-  EXPECT_THAT(gone.remove, ElementsAre("b"));
+  EXPECT_THAT(Replicas(gone.remove), ElementsAre("b"));
   EXPECT_EQ(state_.Counts("p").grace, 0u);
   EXPECT_EQ(state_.Counts("p").removed, 1u);
   EXPECT_FALSE(state_.NextDeadline().has_value());
@@ -88,13 +94,13 @@ TEST_F(DiscoveryStateTest, BackWithinTheGraceUnchangedDoesNothing) {
 TEST_F(DiscoveryStateTest, RedefinedEngineIsReplaced) {
   Answer({Engine("a", 5557)});
   DiscoveryActions a = Answer({Engine("a", 6000)});
-  EXPECT_THAT(a.remove, ElementsAre("a"));
+  EXPECT_THAT(Replicas(a.remove), ElementsAre("a"));
   EXPECT_THAT(Replicas(a.add), ElementsAre("a"));
   EXPECT_EQ(a.add[0].engine.endpoint, "tcp://a:6000");
   // Also when it comes back redefined from its grace period.
   Answer({});
   a = Answer({Engine("a", 6000, 2)});
-  EXPECT_THAT(a.remove, ElementsAre("a"));
+  EXPECT_THAT(Replicas(a.remove), ElementsAre("a"));
   EXPECT_EQ(a.add.size(), 1u);
   EXPECT_EQ(state_.Counts("p").active, 1u);
   EXPECT_EQ(state_.Counts("p").grace, 0u);
@@ -102,7 +108,7 @@ TEST_F(DiscoveryStateTest, RedefinedEngineIsReplaced) {
 
 TEST_F(DiscoveryStateTest, ZeroGraceRemovesAtOnce) {
   state_.Update("p", milliseconds(0), {Engine("a")}, now_);
-  EXPECT_THAT(state_.Update("p", milliseconds(0), {}, now_).remove, ElementsAre("a"));
+  EXPECT_THAT(Replicas(state_.Update("p", milliseconds(0), {}, now_).remove), ElementsAre("a"));
 }
 
 TEST_F(DiscoveryStateTest, AReplicaBelongsToTheFirstProvider) {
@@ -139,12 +145,12 @@ TEST_F(DiscoveryStateTest, ThousandEnginesDiffToTheChanges) {
   for (int i = 1000; i < 1005; ++i) next.push_back(Engine("vllm-" + std::to_string(i), 5557, 8));
   DiscoveryActions a = Answer(next);
   EXPECT_EQ(a.add.size(), 5u);
-  EXPECT_THAT(a.remove, IsEmpty());
+  EXPECT_THAT(Replicas(a.remove), IsEmpty());
   EXPECT_EQ(state_.Counts("p").active, 1000u);
   EXPECT_EQ(state_.Counts("p").grace, 5u);
   now_ += kGrace;
   a = Answer(next);
-  EXPECT_THAT(a.remove, UnorderedElementsAre("vllm-0", "vllm-1", "vllm-2", "vllm-3", "vllm-4"));
+  EXPECT_THAT(Replicas(a.remove), UnorderedElementsAre("vllm-0", "vllm-1", "vllm-2", "vllm-3", "vllm-4"));
   EXPECT_THAT(a.add, IsEmpty());
   EXPECT_EQ(state_.Counts("p").removed, 5u);
   EXPECT_EQ(state_.Counts("p").added, 1005u);
