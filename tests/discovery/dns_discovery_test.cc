@@ -246,6 +246,29 @@ TEST_F(DnsDiscoveryTest, AStaticEngineIsNeverRemovedByDiscovery) {
   EXPECT_EQ(node->ingester().GetSource("127.0.0.41/dp0")->endpoint, "tcp://127.0.0.41:6000");
 }
 
+// The schedule follows the records' TTL below the interval, but never
+// below min_interval. Bounds only: a slow machine resolves less often.
+TEST_F(DnsDiscoveryTest, ResolvesAtTheRecordTtlButNotBelowTheFloor) {
+  dns_.Start("host-record=t.test,127.0.0.61\n", /*ttl_seconds=*/1);
+  DnsProviderConfig p = Provider("ttl", dns_);
+  p.host = "t.test";
+  p.events_port = 5557;
+  p.interval_ms = 3'600'000;  // without the TTL: one resolution in the test
+  p.min_interval_ms = 100;
+  auto node = StartNode({p});
+  ASSERT_NE(node, nullptr);
+  EXPECT_TRUE(WaitFor([&] { return Resolutions(*node, "ttl", "ok") >= 3; }));
+  node.reset();
+
+  dns_.Start("host-record=t.test,127.0.0.61\n", /*ttl_seconds=*/0);
+  p.min_interval_ms = 1000;
+  node = StartNode({p});
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Resolutions(*node, "ttl", "ok") >= 1; }));
+  std::this_thread::sleep_for(milliseconds(2500));
+  EXPECT_LE(Resolutions(*node, "ttl", "ok"), 4);  // TTL 0, yet at most one a second
+}
+
 // dnsmasq answers over TCP with at most one 64 KiB message: 4,094 A records
 // of 16 bytes fit, so a name with 5,000 addresses comes back with 4,094 of
 // them (the UDP answer is truncated; c-ares retries over TCP). The test

@@ -4,7 +4,7 @@
 // 127.0.0.1 and a free port, answering only from its own records: no
 // upstream servers (--no-resolv: a name outside `local` domains is REFUSED),
 // no /etc/hosts, everything under .test local (unknown names are NXDOMAIN),
-// records with a TTL of 1 s. Records change while kvidx runs: Restart()
+// records with a TTL of 1 s unless told otherwise. Records change while kvidx runs: Restart()
 // with new config lines, or SetHosts() + SIGHUP for the addn-hosts file.
 #pragma once
 
@@ -45,13 +45,14 @@ class Dnsmasq {
   static bool Available() { return access(kDnsmasq, X_OK) == 0; }
 
   // (Re)starts with these extra config lines (srv-host=..., host-record=...)
-  // and waits until it answers.
-  void Start(const std::string& records) {
+  // and record TTL, and waits until it answers.
+  void Start(const std::string& records, int ttl_seconds = 1) {
     Stop();
     if (port_ == 0) port_ = RandomFreePort();
     std::string conf = "port=" + std::to_string(port_) +
                        "\nlisten-address=127.0.0.1\nbind-interfaces\nno-resolv\nno-hosts\nlocal=/test/\n"
-                       "local-ttl=1\npid-file=\nlog-facility=" + (dir_ / "log").string() +
+                       "local-ttl=" + std::to_string(ttl_seconds) + "\npid-file=\nlog-facility=" +
+                       (dir_ / "log").string() +
                        "\naddn-hosts=" + hosts() + "\nhost-record=ready.test,127.0.0.1\n" + records + "\n";
     if (geteuid() == 0) conf += "user=root\n";  // else it would switch to nobody, unable to read the files
     WriteAtomically((dir_ / "conf").string(), conf);
