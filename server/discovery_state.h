@@ -13,7 +13,7 @@
 //     Back in an answer within the grace with the same definition (replica,
 //     endpoints, DP size, ...): nothing happens; its sources reconnect and
 //     resume by replay. Still missing when the grace ends: remove it.
-//     A grace of 0 removes it at the next tick.
+//     A grace of 0 removes it with the answer that misses it.
 //   - an engine back (or still there) with another definition under the same
 //     replica name (a new address or port): remove it and add the new one.
 //   - a failed resolution is never fed in: the last good set stays.
