@@ -13,6 +13,8 @@ PKGS=(
   nlohmann-json3-dev                  # kvidx-bench w2 reads JSONL traces
   libcurl4-openssl-dev                # engine /metrics scrapes (ingest/load_scraper)
   libcivetweb-dev                     # HTTP server of the scraper tests (prometheus-cpp serves with it too)
+  libc-ares-dev                       # discovery's DNS lookups (server/dns_resolver; gRPC links it too)
+  dnsmasq-base                        # the real DNS server of the discovery tests (no service autostart)
   openssl curl                        # test certificates (TLS tests), /metrics checks
   prometheus python3-yaml             # promtool + a real Prometheus (deploy checks), YAML lint
   python3-grpcio python3-protobuf     # the Python client (client/python) and its test

@@ -47,6 +47,7 @@ constexpr size_t kMaxConfigFileBytes = 16 << 20;
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 constexpr std::string_view kConnectModes[] = {"connect", "bind"};
 constexpr std::string_view kOnCorrupt[] = {"fail", "start-empty"};
+constexpr std::string_view kProviderTypes[] = {"dns"};
 
 // A scalar's type under the YAML 1.2 core schema (see the file comment).
 enum class Kind : uint8_t { kNull, kBool, kInt, kFloat, kString, kSequence, kMap, kOther };
@@ -209,13 +210,6 @@ std::string TopicTemplateProblem(std::string_view t) {
   return "";
 }
 
-bool SameEngine(const EngineEntry& a, const EngineEntry& b) {
-  const ingest::EngineConfig& x = a.engine;
-  const ingest::EngineConfig& y = b.engine;
-  return x.replica == y.replica && x.model == y.model && x.endpoint == y.endpoint &&
-         x.replay_endpoint == y.replay_endpoint && x.data_parallel_size == y.data_parallel_size &&
-         x.topic == y.topic && x.mode == y.mode && a.gpu_blocks == b.gpu_blocks && a.metrics_url == b.metrics_url;
-}
 
 // Sees only where each document starts. Used to count documents without
 // YAML::LoadAll, which in yaml-cpp 0.7 never returns on a token that cannot
@@ -329,11 +323,15 @@ class ConfigParser {
   Status ReadTls(const Value& v, TlsConfig* t);
   Status ReadModel(const Value& v, ModelConfig* m);
   Status ReadEngine(const Value& v, EngineEntry* e);
+  Status ReadDnsProvider(const Value& v, DnsProviderConfig* p);
+  Status ReadNameserver(const Value& v, std::string* out) const;
 
   Status CheckSingleDocument(const std::string& text) const;
   Status CheckTls(const TlsConfig& t, const YAML::Mark& top) const;
   Status CheckModels(const ServerConfig& c) const;
   Status CheckEngines(const ServerConfig& c) const;
+  Status CheckDiscovery(const ServerConfig& c) const;
+  Status CheckDnsProvider(const ServerConfig& c, size_t i) const;
 
   std::string origin_;
   // Where each key path the document set was written (key line, or item
@@ -594,6 +592,55 @@ Status ConfigParser::ReadEngine(const Value& v, EngineEntry* e) {
   });
 }
 
+Status ConfigParser::ReadNameserver(const Value& v, std::string* out) const {
+  std::string s;
+  if (Status st = ReadString(v, &s); !st.ok()) return st;
+  if (s.empty()) {
+    out->clear();
+    return Status::Ok();
+  }
+  if (std::string problem = HostPortProblem(s); !problem.empty()) return Error(v, problem);
+  // c-ares takes an address, not a name it would first have to resolve.
+  std::string_view host = std::string_view(s).substr(0, s.rfind(':'));
+  bool numeric = std::all_of(host.begin(), host.end(), [](char ch) {
+    return (ch >= '0' && ch <= '9') || ch == '.' || ch == ':' || ch == '[' || ch == ']' ||
+           (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
+  });
+  if (!numeric || host.find_first_of(".:") == std::string_view::npos) {
+    return Error(v, "expected an IP address and port (e.g. 10.96.0.10:53), got " + Quote(s));
+  }
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Status ConfigParser::ReadDnsProvider(const Value& v, DnsProviderConfig* p) {
+  return ReadMap(v, {
+      {"type",
+       [this](const Value& f) {
+         size_t i = 0;
+         return ReadChoice(f, kProviderTypes, &i);
+       }},
+      {"name", Str(&p->name)},
+      {"model", Str(&p->model)},
+      {"srv", Str(&p->srv)},
+      {"host", Str(&p->host)},
+      {"ports",
+       [this, p](const Value& f) {
+         return ReadMap(f, {
+             {"events", Int(1, 65535, &p->events_port)},
+             {"replay", Int(0, 65535, &p->replay_port)},
+             {"metrics", Int(0, 65535, &p->metrics_port)},
+         });
+       }},
+      {"dp_size", Int(1, 256, &p->data_parallel_size)},
+      {"interval_ms", Int(100, kOneHourMs * 24, &p->interval_ms)},
+      {"min_interval_ms", Int(100, kOneHourMs, &p->min_interval_ms)},
+      {"grace_ms", Int(0, kOneHourMs * 24, &p->grace_ms)},
+      {"timeout_ms", Int(100, 60'000, &p->timeout_ms)},
+      {"nameserver", [this, p](const Value& f) { return ReadNameserver(f, &p->nameserver); }},
+  });
+}
+
 Status ConfigParser::ReadTop(const Value& v, ServerConfig* c) {
   return ReadMap(v, {
       {"grpc", [this, c](const Value& f) { return ReadGrpc(f, &c->grpc); }},
@@ -683,6 +730,18 @@ Status ConfigParser::ReadTop(const Value& v, ServerConfig* c) {
            return ReadEngine(item, &c->engines.back());
          });
        }},
+      {"discovery",
+       [this, c](const Value& f) {
+         return ReadMap(f, {
+             {"providers",
+              [this, c](const Value& l) {
+                return ReadList(l, [this, c](const Value& item, size_t) {
+                  c->discovery.providers.emplace_back();
+                  return ReadDnsProvider(item, &c->discovery.providers.back());
+                });
+              }},
+         });
+       }},
   });
 }
 
@@ -757,6 +816,59 @@ Status ConfigParser::CheckEngines(const ServerConfig& c) const {
   return Status::Ok();
 }
 
+Status ConfigParser::CheckDnsProvider(const ServerConfig& c, size_t i) const {
+  const DnsProviderConfig& p = c.discovery.providers[i];
+  const std::string item = "discovery.providers[" + std::to_string(i) + "]";
+  const YAML::Mark item_mark = MarkOf({item}, YAML::Mark::null_mark());
+  auto at = [&](std::string_view key) { return MarkOf({JoinPath(item, key)}, item_mark); };
+  for (std::string_view key : {"type", "name", "model"}) {
+    if (!Present(JoinPath(item, key))) return Error(item_mark, JoinPath(item, key), "is required");
+  }
+  if (p.name.empty()) return Error(at("name"), JoinPath(item, "name"), "must not be empty");
+  if (c.FindModel(p.model) == nullptr) {
+    return Error(at("model"), JoinPath(item, "model"), "model " + Quote(p.model) + " is not configured under models");
+  }
+  const bool srv = Present(JoinPath(item, "srv"));
+  const bool host = Present(JoinPath(item, "host"));
+  if (srv == host) {
+    return Error(at(srv ? "host" : "name"), item,
+                 srv ? "set srv or host, not both" : "needs srv (an SRV name) or host (an A/AAAA name)");
+  }
+  if ((srv ? p.srv : p.host).empty()) return Error(at(srv ? "srv" : "host"), JoinPath(item, srv ? "srv" : "host"),
+                                                   "must not be empty");
+  const std::string events = item + ".ports.events";
+  if (srv && Present(events)) {
+    return Error(at("ports.events"), events, "not with srv: the SRV record's port is the events port");
+  }
+  if (host && !Present(events)) return Error(at("ports"), events, "is required with host");
+  for (uint32_t port : {p.events_port, p.replay_port, p.metrics_port}) {
+    if (port != 0 && port + p.data_parallel_size - 1 > 65535) {
+      return Error(at("dp_size"), JoinPath(item, "dp_size"),
+                   "port " + std::to_string(port) + " + dp_size - 1 exceeds 65535");
+    }
+  }
+  if (p.min_interval_ms > p.interval_ms) {
+    return Error(at("min_interval_ms"), JoinPath(item, "min_interval_ms"),
+                 "must not exceed interval_ms (" + std::to_string(p.interval_ms) + ")");
+  }
+  return Status::Ok();
+}
+
+Status ConfigParser::CheckDiscovery(const ServerConfig& c) const {
+  std::unordered_map<std::string_view, size_t> first;
+  for (size_t i = 0; i < c.discovery.providers.size(); ++i) {
+    if (Status s = CheckDnsProvider(c, i); !s.ok()) return s;
+    const std::string path = "discovery.providers[" + std::to_string(i) + "].name";
+    auto [it, inserted] = first.emplace(c.discovery.providers[i].name, i);
+    if (!inserted) {
+      return Error(MarkOf({path}, YAML::Mark::null_mark()), path,
+                   "duplicate provider " + Quote(it->first) + " (also discovery.providers[" +
+                       std::to_string(it->second) + "])");
+    }
+  }
+  return Status::Ok();
+}
+
 Status ConfigParser::CheckSingleDocument(const std::string& text) const {
   std::istringstream in(text);
   YAML::Parser parser(in);
@@ -798,6 +910,7 @@ Result<ServerConfig> ConfigParser::Parse(std::string_view yaml) {
   }
   if (Status s = CheckModels(config); !s.ok()) return s;
   if (Status s = CheckEngines(config); !s.ok()) return s;
+  if (Status s = CheckDiscovery(config); !s.ok()) return s;
   return config;
 }
 
@@ -897,6 +1010,14 @@ Status ValidateEngine(const EngineEntry& entry, const ServerConfig& config, std:
   claims->replicas.emplace(e.replica, std::string(owner));
   for (auto& [key, who] : streams) claims->streams.emplace(std::move(key), std::move(who));
   return Status::Ok();
+}
+
+bool SameEngine(const EngineEntry& a, const EngineEntry& b) {
+  const ingest::EngineConfig& x = a.engine;
+  const ingest::EngineConfig& y = b.engine;
+  return x.replica == y.replica && x.model == y.model && x.endpoint == y.endpoint &&
+         x.replay_endpoint == y.replay_endpoint && x.data_parallel_size == y.data_parallel_size &&
+         x.topic == y.topic && x.mode == y.mode && a.gpu_blocks == b.gpu_blocks && a.metrics_url == b.metrics_url;
 }
 
 EngineDiff DiffEngines(const ServerConfig& before, const ServerConfig& after) {

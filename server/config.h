@@ -134,6 +134,36 @@ struct IngestConfig {
   int32_t sub_rcvhwm = 1'000'000;
 };
 
+// One discovery provider (docs/CONFIG.md "discovery"): engines of one model
+// found by re-resolving a DNS name, added and removed while kvidx runs.
+struct DnsProviderConfig {
+  std::string name;   // the provider, unique; the `provider` metric label
+  std::string model;  // every engine it finds serves this model
+  // Exactly one of srv / host. SRV: one engine per record, replica = target,
+  // PUB port = the record's port. host: one engine per A/AAAA address,
+  // replica = the address, PUB port = events_port.
+  std::string srv;
+  std::string host;
+  uint32_t events_port = 0;   // host mode only (required there)
+  uint32_t replay_port = 0;   // 0 = the engines have no replay endpoint
+  uint32_t metrics_port = 0;  // 0 = their /metrics is not scraped
+  uint32_t data_parallel_size = 1;
+  // Re-resolve after min(interval, smallest record TTL), never sooner than
+  // min_interval (a TTL of 0 must not become a busy loop).
+  uint32_t interval_ms = 30'000;
+  uint32_t min_interval_ms = 1'000;
+  // An engine missing from DNS keeps its sources this long before removal.
+  uint32_t grace_ms = 30'000;
+  // One query's deadline (c-ares timeout, tried twice).
+  uint32_t timeout_ms = 5'000;
+  // host:port of the DNS server; "" = the system's (resolv.conf).
+  std::string nameserver;
+};
+
+struct DiscoveryConfig {
+  std::vector<DnsProviderConfig> providers;
+};
+
 struct ServerConfig {
   GrpcConfig grpc;
   MetricsConfig metrics;
@@ -145,6 +175,7 @@ struct ServerConfig {
   LogConfig log;
   std::vector<ModelConfig> models;
   std::vector<EngineEntry> engines;
+  DiscoveryConfig discovery;
 
   const ModelConfig* FindModel(std::string_view name) const;
 };
@@ -179,6 +210,9 @@ Result<ServerConfig> LoadConfigFile(const std::string& path);
 
 // The IngestOptions the config implies (threads, timeouts, topic template).
 ingest::IngestOptions ToIngestOptions(const ServerConfig& config);
+
+// Whether two entries define the same engine (every field equal).
+bool SameEngine(const EngineEntry& a, const EngineEntry& b);
 
 // Engines whose definition differs between two configs, for a reload:
 // removed = replicas in `before` not in `after` or changed; added = replicas

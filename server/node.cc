@@ -65,6 +65,15 @@ Result<std::unique_ptr<Node>> Node::Create(const ServerConfig& config) {
     node->models_.push_back(std::make_unique<ModelRuntime>(ModelRuntime{mc, id.value(), std::move(hasher.value()), g_next_model_uid.fetch_add(1)}));
   }
   node->ingester_ = std::make_unique<ingest::Ingester>(ToIngestOptions(config), &node->sink_);
+  if (!config.discovery.providers.empty()) {
+    Node* n = node.get();
+    Discovery::Target target{
+        [n](const EngineEntry& e, std::string_view provider) { return n->AddDiscoveredEngine(e, provider); },
+        [n](std::string_view replica, std::string_view provider) {
+          return n->RemoveDiscoveredEngine(replica, provider);
+        }};
+    node->discovery_ = std::make_unique<Discovery>(config.discovery.providers, std::move(target));
+  }
   return node;
 }
 
@@ -148,10 +157,14 @@ Status Node::Start() {
     if (Status s = AddEngineLocked(e, &names); !s.ok()) return s;
   }
   scraper_->Start();
+  // Last: the static engines own their replicas before any answer arrives.
+  if (discovery_ != nullptr) return discovery_->Start();
   return Status::Ok();
 }
 
 void Node::Stop() {
+  // First: discovery calls into the node until its thread is joined.
+  if (discovery_) discovery_->Stop();
   if (scraper_) scraper_->Stop();
   if (ingester_) ingester_->Stop();
 }
@@ -226,10 +239,36 @@ Result<std::vector<std::string>> Node::AddEngine(const EngineEntry& engine) {
 
 Status Node::RemoveEngine(std::string_view replica) {
   std::lock_guard<std::mutex> lock(control_mu_);
+  return RemoveEngineLocked(replica);
+}
+
+Status Node::AddDiscoveredEngine(const EngineEntry& engine, std::string_view provider) {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  if (!started_) return Status::FailedPrecondition("node not started");
+  std::vector<std::string> names;
+  if (Status s = AddEngineLocked(engine, &names); !s.ok()) return s;
+  discovered_[engine.engine.replica] = std::string(provider);
+  spdlog::info("engine {} added by discovery provider {} ({} source{})", engine.engine.replica, provider,
+               names.size(), names.size() == 1 ? "" : "s");
+  return Status::Ok();
+}
+
+Status Node::RemoveDiscoveredEngine(std::string_view replica, std::string_view provider) {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  auto it = discovered_.find(replica);
+  if (it == discovered_.end() || it->second != provider) {
+    return Status::FailedPrecondition("engine \"" + std::string(replica) + "\" was not added by discovery provider " +
+                                      std::string(provider));
+  }
+  return RemoveEngineLocked(replica);
+}
+
+Status Node::RemoveEngineLocked(std::string_view replica) {
   auto it = engines_.find(replica);
   if (it == engines_.end()) return Status::NotFound("replica \"" + std::string(replica) + "\" is not configured");
   if (Status s = ingester_->RemoveEngine(replica); !s.ok()) return s;
   engines_.erase(it);
+  if (auto d = discovered_.find(replica); d != discovered_.end()) discovered_.erase(d);
   UpdateScrapeTargetsLocked();
   // Rebuilt rather than edited: a claim does not record which engine's
   // stream it is, and removal is rare.
@@ -350,6 +389,7 @@ std::vector<MetricSample> Node::RenderMetrics() const {
   }
   add(m::kRestoreDroppedSources, d(restore_.sources_dropped));
   RenderRouteMetrics(&out);
+  if (discovery_ != nullptr) discovery_->RenderMetrics(&out);
   return out;
 }
 

@@ -42,6 +42,7 @@
 #include "ingest/load_scraper.h"
 #include "ingest/source_stats.h"
 #include "server/config.h"
+#include "server/discovery.h"
 #include "server/query_engine.h"
 #include "server/route_engine.h"
 #include "server/snapshot_outcome.h"
@@ -111,6 +112,12 @@ class Node {
   // and metric series go; their ids stay reserved (SourceRegistry::Retire),
   // so adding the same replica again reuses them.
   Status RemoveEngine(std::string_view replica);
+  // Discovery's forms of the two (server/discovery.h): an engine found by
+  // `provider` is added the same way, and only an engine that provider
+  // added is removed -- never one from the config file or the admin API
+  // (FailedPrecondition).
+  Status AddDiscoveredEngine(const EngineEntry& engine, std::string_view provider);
+  Status RemoveDiscoveredEngine(std::string_view replica, std::string_view provider);
   Status Resync(std::string_view source_or_replica);
   std::vector<EngineEntry> Engines() const;
   // A consistent snapshot to the data directory. FailedPrecondition without one.
@@ -129,6 +136,7 @@ class Node {
   explicit Node(const ServerConfig& config);
   Status Restore();
   Status AddEngineLocked(const EngineEntry& engine, std::vector<std::string>* names);
+  Status RemoveEngineLocked(std::string_view replica);
   void RenderRouteMetrics(std::vector<MetricSample>* out) const;
   void UpdateScrapeTargetsLocked();
 
@@ -142,11 +150,14 @@ class Node {
   std::unique_ptr<ingest::LoadScraper> scraper_;
   std::unique_ptr<QueryEngine> queries_;
   std::unique_ptr<RouteEngine> routes_;
+  std::unique_ptr<Discovery> discovery_;  // null without discovery providers
   std::vector<std::unique_ptr<ModelRuntime>> models_;
 
   mutable std::mutex control_mu_;  // engines_, restored_, started_; serialises control calls
   std::map<std::string, EngineEntry, std::less<>> engines_;
   EngineClaims claims_;  // replicas and streams of engines_ (ValidateEngine)
+  // Engines discovery added: replica -> provider.
+  std::map<std::string, std::string, std::less<>> discovered_;
   // Watermarks from the restored snapshot, by "<replica>/dp<rank>", until
   // Start() has consumed them.
   std::map<std::string, ingest::SourceWatermark> restored_;

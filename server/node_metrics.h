@@ -89,6 +89,31 @@ inline constexpr MetricFamily kEngineLoadInvalid{
     "kvidx_engine_load_invalid_total", K::kCounter,
     "Unusable parts of engine /metrics answers per replica: impossible gauge values and malformed lines."};
 
+inline constexpr MetricFamily kDiscoveryEngines{
+    "kvidx_discovery_engines", K::kGauge,
+    "Engines a discovery provider holds, by state (active: in its last good answer | grace: missing, kept)."};
+inline constexpr MetricFamily kDiscoveryResolutions{
+    "kvidx_discovery_resolutions_total", K::kCounter,
+    "Resolutions of a discovery provider by result (ok | nxdomain | nodata | servfail | refused | timeout | "
+    "unreachable | malformed | error)."};
+inline constexpr MetricFamily kDiscoveryLastSuccessAge{
+    "kvidx_discovery_last_success_age_seconds", K::kGauge,
+    "Age of a discovery provider's last good answer (-1: none yet)."};
+inline constexpr MetricFamily kDiscoveryStale{
+    "kvidx_discovery_stale", K::kGauge,
+    "1 while a discovery provider's last resolution failed (its last good engine set is kept)."};
+inline constexpr MetricFamily kDiscoveryEnginesAdded{"kvidx_discovery_engines_added_total", K::kCounter,
+                                                     "Engines a discovery provider added."};
+inline constexpr MetricFamily kDiscoveryEnginesRemoved{
+    "kvidx_discovery_engines_removed_total", K::kCounter,
+    "Engines a discovery provider removed (missing past the grace period, or redefined)."};
+inline constexpr MetricFamily kDiscoveryAddErrors{
+    "kvidx_discovery_add_errors_total", K::kCounter,
+    "Discovered engines the node refused (e.g. the replica or stream of a configured engine)."};
+inline constexpr MetricFamily kDiscoverySkippedRecords{
+    "kvidx_discovery_skipped_records_total", K::kCounter,
+    "DNS records no engine came of, by reason (no_address | bad_name | duplicate | conflict)."};
+
 }  // namespace kvidx::server::metric
 
 namespace kvidx::server {
@@ -104,6 +129,8 @@ inline MetricFamilyTable NodeMetricFamilies() {
       &kRestoredBlocks,   &kRestoreDroppedSources, &kCorruptDataDir,
       &kRouteDecisions,   &kRoutesInFlight,    &kRoutesEnded,        &kRoutePredictions,  &kRoutePredictedCached,
       &kRouteDeliveredCached, &kEngineScrapes, &kEngineScrapeAge,    &kEngineLoadInvalid,
+      &kDiscoveryEngines, &kDiscoveryResolutions, &kDiscoveryLastSuccessAge, &kDiscoveryStale,
+      &kDiscoveryEnginesAdded, &kDiscoveryEnginesRemoved, &kDiscoveryAddErrors, &kDiscoverySkippedRecords,
   };
   return kTable;
 }

@@ -1,0 +1,119 @@
+// The discovery section (server/config.h DnsProviderConfig): what a valid
+// provider reads as, and that every mistake is refused with its key path
+// and line, like the rest of the file.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/config.h"
+
+namespace kvidx::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr std::string_view kHead = "models:\n  - name: qwen\ndiscovery:\n  providers:\n";
+
+Result<ServerConfig> Parse(const std::string& providers) {
+  return ParseConfig(std::string(kHead) + providers, "cfg.yaml");
+}
+
+std::string ErrorOf(const std::string& providers) {
+  auto r = Parse(providers);
+  if (r.ok()) return "OK";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  return r.status().message();
+}
+
+TEST(DiscoveryConfig, SrvProviderWithDefaults) {
+  auto r = Parse("    - {type: dns, name: fleet, model: qwen, srv: _kvevents._tcp.vllm.ns.svc.cluster.local}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r.value().discovery.providers.size(), 1u);
+  const DnsProviderConfig& p = r.value().discovery.providers[0];
+  EXPECT_EQ(p.name, "fleet");
+  EXPECT_EQ(p.model, "qwen");
+  EXPECT_EQ(p.srv, "_kvevents._tcp.vllm.ns.svc.cluster.local");
+  EXPECT_EQ(p.events_port, 0u);
+  EXPECT_EQ(p.replay_port, 0u);
+  EXPECT_EQ(p.grace_ms, 30'000u);
+  EXPECT_EQ(p.interval_ms, 30'000u);
+  EXPECT_EQ(p.min_interval_ms, 1'000u);
+  EXPECT_EQ(p.nameserver, "");
+  EXPECT_TRUE(r.value().engines.empty());
+}
+
+TEST(DiscoveryConfig, HostProviderWithEverything) {
+  auto r = Parse(
+      "    - type: dns\n      name: a\n      model: qwen\n      host: vllm.ns.svc.cluster.local\n"
+      "      ports: {events: 5557, replay: 5558, metrics: 8000}\n      dp_size: 4\n"
+      "      interval_ms: 10000\n      min_interval_ms: 500\n      grace_ms: 0\n      timeout_ms: 2000\n"
+      "      nameserver: 127.0.0.1:5353\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const DnsProviderConfig& p = r.value().discovery.providers[0];
+  EXPECT_EQ(p.host, "vllm.ns.svc.cluster.local");
+  EXPECT_EQ(p.events_port, 5557u);
+  EXPECT_EQ(p.replay_port, 5558u);
+  EXPECT_EQ(p.metrics_port, 8000u);
+  EXPECT_EQ(p.data_parallel_size, 4u);
+  EXPECT_EQ(p.interval_ms, 10'000u);
+  EXPECT_EQ(p.min_interval_ms, 500u);
+  EXPECT_EQ(p.grace_ms, 0u);
+  EXPECT_EQ(p.timeout_ms, 2'000u);
+  EXPECT_EQ(p.nameserver, "127.0.0.1:5353");
+}
+
+TEST(DiscoveryConfig, StaticEnginesKeepWorkingBeside) {
+  auto r = ParseConfig(
+      "models: [{name: qwen}]\nengines: [{replica: a, model: qwen, endpoint: \"tcp://h:1\"}]\n"
+      "discovery: {providers: [{type: dns, name: d, model: qwen, host: h, ports: {events: 2}}]}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.value().engines.size(), 1u);
+  EXPECT_EQ(r.value().discovery.providers.size(), 1u);
+}
+
+TEST(DiscoveryConfig, RequiredKeys) {
+  EXPECT_THAT(ErrorOf("    - {name: d, model: qwen, srv: s}\n"),
+              HasSubstr("cfg.yaml:5: discovery.providers[0].type: is required"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, model: qwen, srv: s}\n"), HasSubstr("discovery.providers[0].name: is required"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, srv: s}\n"), HasSubstr("discovery.providers[0].model: is required"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen}\n"), HasSubstr("needs srv (an SRV name) or host"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, host: h}\n"),
+              HasSubstr("discovery.providers[0].ports.events: is required with host"));
+}
+
+TEST(DiscoveryConfig, RefusesContradictionsAndUnknowns) {
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s, host: h}\n"), HasSubstr("not both"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s, ports: {events: 1}}\n"),
+              HasSubstr("ports.events: not with srv"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: other, srv: s}\n"),
+              HasSubstr("discovery.providers[0].model: model \"other\" is not configured"));
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: d, model: qwen, srv: s}\n"),
+              HasSubstr("discovery.providers[0].type: expected one of dns, got \"kubernetes\""));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s, grace: 5}\n"),
+              HasSubstr("discovery.providers[0].grace: unknown key (expected one of: type, name, model, srv, host"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, host: h, ports: {event: 1}}\n"),
+              HasSubstr("discovery.providers[0].ports.event: unknown key"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, srv: \"\"}\n"), HasSubstr("srv: must not be empty"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s}\n    - {type: dns, name: d, model: qwen, srv: t}\n"),
+              HasSubstr("cfg.yaml:6: discovery.providers[1].name: duplicate provider \"d\""));
+  EXPECT_THAT(ParseConfig("discovery: {provider: []}\n").status().message(),
+              HasSubstr("discovery.provider: unknown key (expected one of: providers)"));
+}
+
+TEST(DiscoveryConfig, RangesAndAddresses) {
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, host: h, ports: {events: 65535}, dp_size: 2}\n"),
+              HasSubstr("dp_size: port 65535 + dp_size - 1 exceeds 65535"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s, interval_ms: 1000, min_interval_ms: 2000}\n"),
+              HasSubstr("min_interval_ms: must not exceed interval_ms (1000)"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s, interval_ms: 5}\n"),
+              HasSubstr("interval_ms: expected an integer in [100, 86400000], got \"5\""));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s, nameserver: dns.local:53}\n"),
+              HasSubstr("nameserver: expected an IP address and port"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s, nameserver: 127.0.0.1}\n"),
+              HasSubstr("nameserver: expected host:port"));
+  EXPECT_EQ(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s, nameserver: \"[::1]:53\"}\n"), "OK");
+}
+
+}  // namespace
+}  // namespace kvidx::server
