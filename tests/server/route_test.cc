@@ -49,6 +49,16 @@ class RouteTest : public ::testing::Test {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     return rs_.stubs.index->RouteDone(&ctx, req, resp);
   }
+  // The node's metric sample `name` with label `label`=`value`; -1 if none.
+  double Sample(std::string_view name, const std::string& label, const std::string& value) const {
+    for (const MetricSample& s : rs_.server->node().RenderMetrics()) {
+      if (s.name() != name) continue;
+      for (const auto& [k, v] : s.labels) {
+        if (k == label && v == value) return s.value;
+      }
+    }
+    return -1.0;
+  }
   static v1::RouteRequest TokensRequest(const std::vector<int64_t>& tokens) {
     v1::RouteRequest req;
     req.set_model(kModel);
@@ -153,20 +163,11 @@ TEST_F(RouteTest, ThePrefixHolderWinsAndEveryRankIsScored) {
   ASSERT_TRUE(Done(resp.route_id(), &done, prompt.size(), 16 * 7).ok());
   EXPECT_EQ(done.predicted_cached_tokens(), 16u * 8);
   // Predicted vs delivered cached tokens, and the decision, on /metrics.
-  auto sample = [&](std::string_view name, const std::string& label, const std::string& value) {
-    for (const MetricSample& s : rs_.server->node().RenderMetrics()) {
-      if (s.name() != name) continue;
-      for (const auto& [k, v] : s.labels) {
-        if (k == label && v == value) return s.value;
-      }
-    }
-    return -1.0;
-  };
-  EXPECT_EQ(sample("kvidx_route_predicted_cached_tokens_total", "source", "b/dp0"), 16.0 * 8);
-  EXPECT_EQ(sample("kvidx_route_delivered_cached_tokens_total", "source", "b/dp0"), 16.0 * 7);
-  EXPECT_GE(sample("kvidx_route_decisions_total", "reason", "affinity"), 1.0);
-  EXPECT_EQ(sample("kvidx_routes_ended_total", "how", "done"), 1.0);
-  EXPECT_EQ(sample("kvidx_engine_scrapes_total", "replica", "a") >= 0, true);
+  EXPECT_EQ(Sample("kvidx_route_predicted_cached_tokens_total", "source", "b/dp0"), 16.0 * 8);
+  EXPECT_EQ(Sample("kvidx_route_delivered_cached_tokens_total", "source", "b/dp0"), 16.0 * 7);
+  EXPECT_GE(Sample("kvidx_route_decisions_total", "reason", "affinity"), 1.0);
+  EXPECT_EQ(Sample("kvidx_routes_ended_total", "how", "done"), 1.0);
+  EXPECT_EQ(Sample("kvidx_engine_scrapes_total", "replica", "a") >= 0, true);
   EXPECT_EQ(Done(resp.route_id(), &done).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Done(424242, &done).error_code(), grpc::StatusCode::NOT_FOUND);
 }
@@ -190,17 +191,8 @@ TEST_F(RouteTest, SiblingsArrivingBeforeAnyEventFollowTheFirst) {
   EXPECT_EQ(chosen.size(), 1u) << "the burst's prefix would be computed on more than one replica";
   // FindPrefix never reports predictions.
   EXPECT_EQ(MatchedBlocks(rs_.stubs.index.get(), prompt, first.replica()), 0u);
-  auto sample = [&](std::string_view name, const std::string& label, const std::string& value) {
-    for (const MetricSample& s : rs_.server->node().RenderMetrics()) {
-      if (s.name() != name) continue;
-      for (const auto& [k, v] : s.labels) {
-        if (k == label && v == value) return s.value;
-      }
-    }
-    return -1.0;
-  };
   const std::string source = first.replica() + "/dp0";
-  EXPECT_EQ(sample("kvidx_routes_in_flight", "source", source), 8.0);
+  EXPECT_EQ(Sample("kvidx_routes_in_flight", "source", source), 8.0);
   // The engine publishes the prompt: the next Route sees the blocks cached,
   // and all eight predictions end confirmed.
   Serve(first.replica() == "a" ? *a_ : *b_, prompt);
@@ -208,8 +200,8 @@ TEST_F(RouteTest, SiblingsArrivingBeforeAnyEventFollowTheFirst) {
   ASSERT_TRUE(Route(TokensRequest(prompt), &after).ok());
   EXPECT_EQ(after.candidates(0).predicted_blocks(), 0u) << after.DebugString();
   EXPECT_EQ(after.candidates(0).gpu_blocks(), 32u);
-  EXPECT_EQ(sample("kvidx_route_predictions_total", "how", "confirmed"), 8.0);
-  EXPECT_EQ(sample("kvidx_route_predictions_total", "how", "expired"), 0.0);
+  EXPECT_EQ(Sample("kvidx_route_predictions_total", "how", "confirmed"), 8.0);
+  EXPECT_EQ(Sample("kvidx_route_predictions_total", "how", "expired"), 0.0);
 }
 
 TEST_F(RouteTest, TheCandidateSetLimitsTheChoice) {
