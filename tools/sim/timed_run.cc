@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <queue>
+#include <span>
 #include <thread>
 #include <unordered_map>
 
@@ -35,6 +36,9 @@ struct Flight {
   uint64_t uncached_blocks = 0;   // the router's estimate (Dynamo's prefill blocks)
   bool first_token = false;
   uint32_t cached_tokens = 0;     // the engine's hit at scheduling (vLLM's usage.cached_tokens)
+  // The prompt, generated and hashed once at routing for the engine's use.
+  std::vector<int64_t> tokens;
+  std::vector<BlockKey> keys;
 };
 
 bool NeedsKvidx(const std::string& policy) {
@@ -191,10 +195,10 @@ Status Loop::CatchUp() {
 
 Status Loop::OnArrival(size_t ri, double now) {
   const TimedRequest& r = reqs_[ri];
-  const std::vector<int64_t> tokens = PromptTokens(r);
-  keys_ = fleet_->Keys(tokens);
-  const uint64_t blocks = keys_.size();
-  if (keys_.size() > o_.max_query_blocks) keys_.resize(o_.max_query_blocks);
+  std::vector<int64_t> tokens = PromptTokens(r);
+  std::vector<BlockKey> keys = fleet_->Keys(tokens);
+  const uint64_t blocks = keys.size();
+  keys_.assign(keys.begin(), keys.begin() + std::min<size_t>(keys.size(), o_.max_query_blocks));
   if (NeedsKvidx(o_.policy)) {
     if (Status s = CatchUp(); !s.ok()) return s;
   }
@@ -214,6 +218,8 @@ Status Loop::OnArrival(size_t ri, double now) {
   f.decision = d.value();
   f.blocks = blocks;
   f.uncached_blocks = blocks - std::min<uint64_t>(blocks, d->overlap_blocks);
+  f.tokens = std::move(tokens);
+  f.keys = std::move(keys);
   ++in_flight_[f.rank];
   prefill_blocks_[f.rank] += f.uncached_blocks;
   active_blocks_[f.rank] += f.blocks;
@@ -260,19 +266,16 @@ void Loop::StartStepIfIdle(size_t rank, double now) {
 }
 
 uint32_t Loop::OnSchedule(size_t rank, const EngineRequest& r) {
-  const Flight& f = flights_.at(r.id);
-  const std::vector<int64_t> tokens = PromptTokens(reqs_[f.req]);
-  const std::vector<BlockKey>& keys = fleet_->Keys(tokens);
-  return static_cast<uint32_t>(fleet_->rank(rank).CachedPrefix(keys));
+  return static_cast<uint32_t>(fleet_->rank(rank).CachedPrefix(flights_.at(r.id).keys));
 }
 
 // The chunk's blocks are cached (and their events held for the step's end)
 // by serving the prompt up to it: what is already cached is a hit, the rest
 // is stored with the last hit as parent, as vLLM announces a chunk.
 void Loop::OnComputing(size_t rank, const EngineRequest& r, uint32_t through) {
-  std::vector<int64_t> tokens = PromptTokens(reqs_[flights_.at(r.id).req]);
-  tokens.resize(std::min<size_t>(tokens.size(), through));
-  Result<ServeResult> served = fleet_->rank(rank).Serve(tokens, false);
+  const std::vector<int64_t>& tokens = flights_.at(r.id).tokens;
+  const std::span<const int64_t> chunk(tokens.data(), std::min<size_t>(tokens.size(), through));
+  Result<ServeResult> served = fleet_->rank(rank).Serve(chunk, false);
   if (!served.ok() && failure_.ok()) failure_ = served.status();
 }
 
