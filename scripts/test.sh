@@ -22,6 +22,7 @@ stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 
 stage "setup + include rules"
 bash scripts/setup.sh
+bash scripts/setup-npm-references.sh
 bash scripts/check-layers.sh
 
 stage "release build + tests"
