@@ -149,6 +149,12 @@ grpc::Status Client::Route(const v1::RouteRequest& request, v1::RouteResponse* r
   return index_->Route(&context, request, response);
 }
 
+grpc::Status Client::Tokenize(const v1::TokenizeRequest& request, v1::TokenizeResponse* response) const {
+  grpc::ClientContext context;
+  Prepare(&context, false);
+  return index_->Tokenize(&context, request, response);
+}
+
 grpc::Status Client::RouteDone(const v1::RouteDoneRequest& request, v1::RouteDoneResponse* response) const {
   grpc::ClientContext context;
   Prepare(&context, false);

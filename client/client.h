@@ -108,6 +108,9 @@ class Client {
   // Where to send a request (docs/ROUTING.md); report its end with RouteDone.
   grpc::Status Route(const v1::RouteRequest& request, v1::RouteResponse* response) const;
   grpc::Status RouteDone(const v1::RouteDoneRequest& request, v1::RouteDoneResponse* response) const;
+  // A text prompt's token ids as the server computes them (the model needs
+  // a tokenizer).
+  grpc::Status Tokenize(const v1::TokenizeRequest& request, v1::TokenizeResponse* response) const;
 
   // --- KvIndexAdmin (credentials required: token or mTLS) ---
   grpc::Status AddEngine(const v1::AddEngineRequest& request, v1::AddEngineResponse* response) const;

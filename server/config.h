@@ -53,6 +53,7 @@ struct GrpcConfig {
   uint32_t max_message_bytes = 16 << 20;
   uint32_t max_query_tokens = 1 << 20;     // token ids per query
   uint32_t max_query_hashes = 1 << 16;     // block hashes per query
+  uint32_t max_query_text_bytes = 8 << 20; // prompt text or chat request bytes per query
   uint32_t max_batch_queries = 1024;       // queries per FindPrefixBatch
   uint32_t max_concurrent_streams = 1024;  // per connection (HTTP/2 setting)
   // FindPrefixStream calls open at once over all connections.
@@ -102,6 +103,13 @@ struct ModelConfig {
   bool index_all_groups = false;
   // Route's policy for this model (docs/ROUTING.md); SIGHUP reloads it.
   RoutePolicy route;
+  // A Hugging Face model directory (tokenizer.json, tokenizer_config.json,
+  // optional chat_template.jinja): queries may then carry text or chat
+  // messages. "" = token ids and hashes only.
+  std::string tokenizer;
+  // A Jinja2 file replacing the directory's chat template (vLLM's
+  // --chat-template). "" = the directory's own.
+  std::string chat_template;
 };
 
 struct EngineEntry {

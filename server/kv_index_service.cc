@@ -302,6 +302,22 @@ grpc::ServerUnaryReactor* KvIndexService::RouteDone(grpc::CallbackServerContext*
   return Serve(ctx, RpcMethod::kRouteDone, *req, plain_scan_, &q, &r, resp, [&] { return RouteDoneAnswer(q, &r); });
 }
 
+grpc::ServerUnaryReactor* KvIndexService::Tokenize(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                                   grpc::ByteBuffer* resp) {
+  v1::TokenizeRequest q;
+  v1::TokenizeResponse r;
+  return Serve(ctx, RpcMethod::kTokenize, *req, plain_scan_, &q, &r, resp, [&] { return TokenizeAnswer(q, &r); });
+}
+
+grpc::Status KvIndexService::TokenizeAnswer(const v1::TokenizeRequest& req, v1::TokenizeResponse* resp) const {
+  thread_local PrefixQuery query;
+  thread_local std::vector<int64_t> ids;
+  FromProto(req, &query);
+  if (Status s = node_->queries().Tokenize(query, &ids, resp->mutable_rendered_prompt()); !s.ok()) return ToGrpc(s);
+  resp->mutable_token_ids()->Add(ids.begin(), ids.end());
+  return grpc::Status::OK;
+}
+
 grpc::Status KvIndexService::RouteAnswer(const v1::RouteRequest& req, v1::RouteResponse* resp) {
   thread_local RouteQuery query;
   thread_local server::RouteAnswer answer;

@@ -48,7 +48,7 @@ using KvIndexServiceBase = v1::KvIndex::WithRawCallbackMethod_FindPrefix<v1::KvI
     v1::KvIndex::WithRawCallbackMethod_FindPrefixStream<v1::KvIndex::WithRawCallbackMethod_ListReplicas<
         v1::KvIndex::WithRawCallbackMethod_GetStats<v1::KvIndex::WithRawCallbackMethod_GetBlock<
             v1::KvIndex::WithRawCallbackMethod_Route<v1::KvIndex::WithRawCallbackMethod_RouteDone<
-                v1::KvIndex::Service>>>>>>>>;
+                v1::KvIndex::WithRawCallbackMethod_Tokenize<v1::KvIndex::Service>>>>>>>>>;
 
 class KvIndexService final : public KvIndexServiceBase {
  public:
@@ -73,6 +73,8 @@ class KvIndexService final : public KvIndexServiceBase {
                                   grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* RouteDone(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
                                       grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                     grpc::ByteBuffer* resp) override;
 
   // The query itself, shared by the three FindPrefix forms (and benches).
   grpc::Status Answer(const v1::FindPrefixRequest& req, v1::FindPrefixResponse* resp) const;
@@ -90,6 +92,7 @@ class KvIndexService final : public KvIndexServiceBase {
   grpc::Status GetBlockAnswer(const v1::GetBlockRequest& req, v1::GetBlockResponse* resp) const;
   grpc::Status RouteAnswer(const v1::RouteRequest& req, v1::RouteResponse* resp);
   grpc::Status RouteDoneAnswer(const v1::RouteDoneRequest& req, v1::RouteDoneResponse* resp);
+  grpc::Status TokenizeAnswer(const v1::TokenizeRequest& req, v1::TokenizeResponse* resp) const;
   // Authenticates, parses `in` into `req` under `limits`, runs `answer`,
   // serialises `resp` into `out`, counts the outcome as `method`.
   template <class Answer>

@@ -37,7 +37,8 @@ Node::Node(const ServerConfig& config)
       sink_(&index_, &sources_, &tiers_),
       scraper_(std::make_unique<ingest::LoadScraper>(ScrapeOptions(config.routing))),
       queries_(std::make_unique<QueryEngine>(this, QueryLimits{config.grpc.max_query_tokens,
-                                                                config.grpc.max_query_hashes})),
+                                                                config.grpc.max_query_hashes,
+                                                                config.grpc.max_query_text_bytes})),
       routes_(std::make_unique<RouteEngine>(queries_.get(), RouteTracker::Options{})) {}
 
 Node::~Node() { Stop(); }
@@ -62,7 +63,14 @@ Result<std::unique_ptr<Node>> Node::Create(const ServerConfig& config) {
     Result<ModelId> id = node->index_.AddModel(mc.name, mo);
     if (!id.ok()) return id.status();
     node->sink_.SetModelBlockSize(mc.name, mc.block_size);
-    node->models_.push_back(std::make_unique<ModelRuntime>(ModelRuntime{mc, id.value(), std::move(hasher.value()), g_next_model_uid.fetch_add(1)}));
+    auto runtime = std::make_unique<ModelRuntime>(
+        ModelRuntime{mc, id.value(), std::move(hasher.value()), g_next_model_uid.fetch_add(1), nullptr});
+    if (!mc.tokenizer.empty()) {
+      Result<std::unique_ptr<PromptEncoder>> prompt = PromptEncoder::Load(mc.tokenizer, mc.chat_template);
+      if (!prompt.ok()) return prompt.status().WithPrefix("models." + mc.name + ".");
+      runtime->prompt = std::move(prompt.value());
+    }
+    node->models_.push_back(std::move(runtime));
   }
   node->ingester_ = std::make_unique<ingest::Ingester>(ToIngestOptions(config), &node->sink_);
   if (!config.discovery.providers.empty()) {

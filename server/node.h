@@ -43,6 +43,7 @@
 #include "ingest/source_stats.h"
 #include "server/config.h"
 #include "server/discovery.h"
+#include "server/prompt_encoder.h"
 #include "server/query_engine.h"
 #include "server/route_engine.h"
 #include "server/snapshot_outcome.h"
@@ -59,6 +60,8 @@ struct ModelRuntime {
   // the process ever has).
   BlockHasher hasher;
   uint64_t uid = 0;
+  // Text and chat prompts; null when the model has no `tokenizer`.
+  std::unique_ptr<const PromptEncoder> prompt;
 };
 
 // What the restore on start found and did (logged, exported, tested).

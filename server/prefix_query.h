@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -26,7 +27,9 @@
 
 namespace kvidx::server {
 
-enum class PromptForm { kNone, kTokens, kHashes };
+// kText: a completions prompt string; kChat: a chat-completions request
+// body (JSON). Both need the model's tokenizer (PromptEncoder).
+enum class PromptForm { kNone, kTokens, kHashes, kText, kChat };
 
 struct PrefixQuery {
   std::string_view model;
@@ -38,6 +41,10 @@ struct PrefixQuery {
   // kHashes: integer hashes, or digests of the model's algorithm; not both.
   std::span<const uint64_t> hashes;
   std::vector<std::string_view> digests;
+  // kText / kChat: the prompt string or the chat request body, tokenized
+  // with the extras above; add_special_tokens unset = the endpoint's default.
+  std::string_view text;
+  std::optional<bool> add_special_tokens;
   // Tiers admitted beside GPU (which always is); empty = every tier.
   // Unknown names admit nothing more.
   std::vector<std::string_view> tiers;
@@ -54,6 +61,8 @@ struct PrefixQuery {
     extras = {};
     hashes = {};
     digests.clear();
+    text = {};
+    add_special_tokens.reset();
     tiers.clear();
     replicas.clear();
     include_block_hashes = false;
@@ -76,6 +85,9 @@ struct ReplicaPrefix {
 struct PrefixAnswer {
   uint32_t query_blocks = 0;    // blocks considered (after the model's cap)
   uint32_t block_size = 0;      // tokens per block
+  // The prompt's length in tokens (0 for hashes), and for kText/kChat its ids.
+  uint64_t prompt_tokens = 0;
+  std::span<const int64_t> token_ids;
   bool truncated = false;       // the prompt was longer than the model's cap
   // Batches applied when the answer was read (monotone: orders answers).
   uint64_t applied_batches = 0;
@@ -90,6 +102,8 @@ struct PrefixAnswer {
 
   void Clear() {
     query_blocks = block_size = 0;
+    prompt_tokens = 0;
+    token_ids = {};
     truncated = false;
     applied_batches = 0;
     replicas.clear();

@@ -51,6 +51,23 @@ void TokensFromProto(const v1::TokenPrompt& tp, PrefixQuery* q, std::vector<Mult
   q->extras.mm_items = *mm;
 }
 
+void TextFromProto(const v1::TextPrompt& tp, PrefixQuery* q) {
+  switch (tp.input_case()) {
+    case v1::TextPrompt::kText:
+      q->form = PromptForm::kText;
+      q->text = tp.text();
+      break;
+    case v1::TextPrompt::kChatRequestJson:
+      q->form = PromptForm::kChat;
+      q->text = tp.chat_request_json();
+      break;
+    case v1::TextPrompt::INPUT_NOT_SET: break;  // kNone: the engine names the missing prompt
+  }
+  if (tp.has_add_special_tokens()) q->add_special_tokens = tp.add_special_tokens();
+  if (tp.has_lora_name()) q->extras.lora_name = tp.lora_name();
+  q->extras.cache_salt = tp.cache_salt();
+}
+
 void HashesFromProto(const v1::BlockHashes& h, PrefixQuery* q) {
   q->form = PromptForm::kHashes;
   q->hashes = std::span<const uint64_t>(h.u64().data(), h.u64_size());
@@ -65,6 +82,7 @@ void FromProto(const v1::FindPrefixRequest& req, PrefixQuery* q, std::vector<Mul
   switch (req.query_case()) {
     case v1::FindPrefixRequest::kTokens: TokensFromProto(req.tokens(), q, mm); break;
     case v1::FindPrefixRequest::kHashes: HashesFromProto(req.hashes(), q); break;
+    case v1::FindPrefixRequest::kText: TextFromProto(req.text(), q); break;
     case v1::FindPrefixRequest::QUERY_NOT_SET: break;
   }
   for (const std::string& t : req.tiers()) q->tiers.push_back(t);
@@ -73,7 +91,7 @@ void FromProto(const v1::FindPrefixRequest& req, PrefixQuery* q, std::vector<Mul
 }
 
 void ToProto(const v1::FindPrefixRequest& req, const PrefixAnswer& answer, v1::FindPrefixResponse* resp) {
-  if (req.include_block_hashes() && req.query_case() == v1::FindPrefixRequest::kTokens) {
+  if (req.include_block_hashes() && req.query_case() != v1::FindPrefixRequest::kHashes) {
     v1::BlockHashes* out = resp->mutable_block_hashes();
     for (const BlockDigest& d : answer.block_hashes) {
       if (answer.int_block_hashes) {
@@ -83,6 +101,8 @@ void ToProto(const v1::FindPrefixRequest& req, const PrefixAnswer& answer, v1::F
       }
     }
   }
+  if (req.include_token_ids()) resp->mutable_token_ids()->Add(answer.token_ids.begin(), answer.token_ids.end());
+  resp->set_prompt_tokens(answer.prompt_tokens);
   resp->set_model(req.model());
   resp->set_blocks_in_query(answer.query_blocks);
   resp->set_block_size(answer.block_size);
@@ -115,12 +135,19 @@ void FromProto(const v1::RouteRequest& req, RouteQuery* q, std::vector<MultiModa
   switch (req.query_case()) {
     case v1::RouteRequest::kTokens: TokensFromProto(req.tokens(), &p, mm); break;
     case v1::RouteRequest::kHashes: HashesFromProto(req.hashes(), &p); break;
+    case v1::RouteRequest::kText: TextFromProto(req.text(), &p); break;
     case v1::RouteRequest::QUERY_NOT_SET: break;
   }
   for (const std::string& r : req.replicas()) p.replicas.push_back(r);
   q->prompt_tokens = req.prompt_tokens();
   q->expected_output_tokens = req.expected_output_tokens();
   q->n = req.n() == 0 ? 1 : req.n();
+}
+
+void FromProto(const v1::TokenizeRequest& req, PrefixQuery* q) {
+  q->Clear();
+  q->model = req.model();
+  TextFromProto(req.prompt(), q);
 }
 
 namespace {

@@ -39,4 +39,7 @@ void ToProto(const NodeStats& s, v1::GetStatsResponse* out);
 void FromProto(const v1::RouteRequest& req, RouteQuery* q, std::vector<MultiModalItem>* mm);
 void ToProto(const v1::RouteRequest& req, const RouteAnswer& answer, v1::RouteResponse* resp);
 
+// `req` as a domain text query (views into `req`).
+void FromProto(const v1::TokenizeRequest& req, PrefixQuery* q);
+
 }  // namespace kvidx::server

@@ -19,6 +19,7 @@ namespace {
 struct Scratch {
   std::vector<BlockKey> keys;
   std::vector<BlockDigest> digests;
+  std::vector<int64_t> text_tokens;
   PrefixMatch match;
   std::vector<std::pair<uint64_t, BlockHasher>> hashers;  // by ModelRuntime::uid
 
@@ -93,21 +94,62 @@ Status QueryEngine::FindPrefix(const PrefixQuery& q, PrefixAnswer* answer) const
 Status QueryEngine::PromptKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const {
   TlsScratch().keys.clear();
   switch (q.form) {
-    case PromptForm::kTokens: return TokenKeys(q, model, answer);
+    case PromptForm::kTokens: return TokenKeys(q, q.token_ids, model, answer);
     case PromptForm::kHashes: return HashKeys(q, model);
+    case PromptForm::kText:
+    case PromptForm::kChat: return TextKeys(q, model, answer);
     case PromptForm::kNone: break;
   }
-  return Status::InvalidArgument("query: set tokens or hashes");
+  return Status::InvalidArgument("query: set tokens, hashes, text or messages");
 }
 
-Status QueryEngine::TokenKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const {
-  if (q.token_ids.size() > limits_.max_query_tokens) {
-    return OverLimit("tokens.token_ids", q.token_ids.size(), "tokens", limits_.max_query_tokens,
-                     "grpc.max_query_tokens");
+Status QueryEngine::EncodeText(const PrefixQuery& q, const ModelRuntime& model, std::vector<int64_t>* ids,
+                               std::string* rendered) const {
+  const bool chat = q.form == PromptForm::kChat;
+  const char* field = chat ? "messages" : "text";
+  if (model.prompt == nullptr) {
+    return Status::FailedPrecondition(std::string(field) + ": model " + Quote(model.config.name) +
+                                      " has no tokenizer (set models[].tokenizer)");
   }
-  if (Status s = CheckMmItems(q.extras.mm_items, q.token_ids.size()); !s.ok()) return s;
+  if (q.text.size() > limits_.max_query_text_bytes) {
+    return OverLimit(field, q.text.size(), "bytes", limits_.max_query_text_bytes, "grpc.max_query_text_bytes");
+  }
+  return model.prompt->Encode(chat ? PromptKind::kChat : PromptKind::kText, q.text, q.add_special_tokens, ids,
+                              rendered);
+}
+
+Status QueryEngine::TextKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const {
   Scratch& sc = TlsScratch();
-  if (Status s = sc.HasherFor(model).HashRequest(q.token_ids, q.extras, &sc.digests); !s.ok()) {
+  if (Status s = EncodeText(q, model, &sc.text_tokens, nullptr); !s.ok()) return s;
+  answer->token_ids = sc.text_tokens;
+  return TokenKeys(q, sc.text_tokens, model, answer);
+}
+
+Status QueryEngine::Tokenize(const PrefixQuery& q, std::vector<int64_t>* ids, std::string* rendered) const {
+  ids->clear();
+  rendered->clear();
+  Result<const ModelRuntime*> model = LookUpModel(*node_, q.model);
+  if (!model.ok()) return model.status();
+  if (q.form != PromptForm::kText && q.form != PromptForm::kChat) {
+    return Status::InvalidArgument("prompt: set text or chat_request_json");
+  }
+  if (Status s = EncodeText(q, **model, ids, rendered); !s.ok()) return s;
+  if (ids->size() > limits_.max_query_tokens) {
+    return OverLimit("prompt", ids->size(), "tokens", limits_.max_query_tokens, "grpc.max_query_tokens");
+  }
+  return Status::Ok();
+}
+
+Status QueryEngine::TokenKeys(const PrefixQuery& q, std::span<const int64_t> tokens, const ModelRuntime& model,
+                              PrefixAnswer* answer) const {
+  if (tokens.size() > limits_.max_query_tokens) {
+    return OverLimit(q.form == PromptForm::kTokens ? "tokens.token_ids" : "prompt", tokens.size(), "tokens",
+                     limits_.max_query_tokens, "grpc.max_query_tokens");
+  }
+  if (Status s = CheckMmItems(q.extras.mm_items, tokens.size()); !s.ok()) return s;
+  answer->prompt_tokens = tokens.size();
+  Scratch& sc = TlsScratch();
+  if (Status s = sc.HasherFor(model).HashRequest(tokens, q.extras, &sc.digests); !s.ok()) {
     return Status::InvalidArgument("tokens: " + s.message());
   }
   const bool int_keys = model.config.int_block_hashes;

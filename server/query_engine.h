@@ -9,7 +9,9 @@
 // request names it, e.g. "tokens.mm_items[2].offset: "):
 //   InvalidArgument  a missing or malformed field;
 //   NotFound         an unknown model;
-//   OutOfRange       a prompt longer than QueryLimits allows.
+//   OutOfRange       a prompt longer than QueryLimits allows;
+//   FailedPrecondition  text or chat for a model without a tokenizer (or
+//                    chat template).
 //
 // Thread-safety: every method may be called from any thread at once; the
 // engine holds a const Node and its limits, and each thread answers into
@@ -36,6 +38,7 @@ struct ModelRuntime;
 struct QueryLimits {
   uint64_t max_query_tokens = 0;
   uint64_t max_query_hashes = 0;
+  uint64_t max_query_text_bytes = 0;
 };
 
 // One holder of a block, as GetBlock reports it.
@@ -91,6 +94,10 @@ class QueryEngine {
   // cleared first; its views stay valid until this thread's next query.
   Status FindPrefix(const PrefixQuery& q, PrefixAnswer* answer) const;
 
+  // A kText or kChat query's token ids, as FindPrefix computes them, and
+  // for chat the rendered template (else empty).
+  Status Tokenize(const PrefixQuery& q, std::vector<int64_t>* ids, std::string* rendered) const;
+
   // Every holder of one block of `model`: exactly one of `hash` (integer
   // form) or `digest` (bytes form, the model's algorithm) is set.
   // NotFound when no source holds it.
@@ -108,7 +115,11 @@ class QueryEngine {
  private:
   // Fills the thread's key scratch from `q`'s prompt.
   Status PromptKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const;
-  Status TokenKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const;
+  Status TokenKeys(const PrefixQuery& q, std::span<const int64_t> tokens, const ModelRuntime& model,
+                   PrefixAnswer* answer) const;
+  Status TextKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const;
+  Status EncodeText(const PrefixQuery& q, const ModelRuntime& model, std::vector<int64_t>* ids,
+                    std::string* rendered) const;
   Status HashKeys(const PrefixQuery& q, const ModelRuntime& model) const;
   uint64_t TierMask(const PrefixQuery& q) const;
   // Orders and decorates the index's match into `answer`.

@@ -43,7 +43,7 @@ Status RouteEngine::Route(const RouteQuery& q, RouteAnswer* answer, Clock::time_
   if (Status s = queries_->FindPrefix(q.prompt, &found); !s.ok()) return s;
   const ModelRuntime& model = *queries_->node().FindModel(q.prompt.model);
   const uint64_t covered = static_cast<uint64_t>(found.keys.size()) * found.block_size;
-  uint64_t prompt_tokens = q.prompt.form == PromptForm::kTokens ? q.prompt.token_ids.size() : q.prompt_tokens;
+  uint64_t prompt_tokens = q.prompt.form == PromptForm::kHashes ? q.prompt_tokens : found.prompt_tokens;
   if (q.prompt.form == PromptForm::kHashes && prompt_tokens == 0) prompt_tokens = covered;
   if (prompt_tokens < covered) {
     return Status::InvalidArgument("prompt_tokens: " + std::to_string(prompt_tokens) + " is fewer than the " +

@@ -31,6 +31,7 @@ std::string_view RpcMethodName(RpcMethod m) {
     case RpcMethod::kResync: return "Resync";
     case RpcMethod::kRoute: return "Route";
     case RpcMethod::kRouteDone: return "RouteDone";
+    case RpcMethod::kTokenize: return "Tokenize";
     case RpcMethod::kCount: break;
   }
   return "unknown";

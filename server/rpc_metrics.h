@@ -36,6 +36,7 @@ enum class RpcMethod : uint8_t {
   kResync,
   kRoute,
   kRouteDone,
+  kTokenize,
   kCount,
 };
 std::string_view RpcMethodName(RpcMethod m);

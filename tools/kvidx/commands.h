@@ -40,6 +40,9 @@ int RunQuery(int argc, char** argv, const FlagValues& leading);
 int RunBlock(int argc, char** argv, const FlagValues& leading);
 // kvidx route: Route, the chosen rank and every candidate's cost (route_command.cc).
 int RunRoute(int argc, char** argv, const FlagValues& leading);
+// kvidx tokenize: a text prompt's token ids, from the server (Tokenize) or
+// offline from a model directory (tokenize_command.cc).
+int RunTokenize(int argc, char** argv, const FlagValues& leading);
 // kvidx snapshot / resync / engines add|remove|list (admin_commands.cc).
 int RunSnapshot(int argc, char** argv, const FlagValues& leading);
 int RunResync(int argc, char** argv, const FlagValues& leading);

@@ -15,6 +15,8 @@
 #include "index/block_hasher.h"
 #include "tools/kvidx/cli_common.h"
 #include "tools/kvidx/commands.h"
+#include "tools/kvidx/local_prompt.h"
+#include "tools/kvidx/prompt_flags.h"
 
 namespace kvidx::cli {
 
@@ -23,7 +25,9 @@ namespace {
 constexpr char kHashUsage[] =
     "usage: kvidx hash [--algo sha256|sha256_cbor|xxhash|xxhash_cbor] [--seed S]\n"
     "                  [--block-size N] [--lora NAME] [--salt S]\n"
-    "                  (--tokens 1,2,3,... | --tokens-file FILE) [--json]\n"
+    "                  (--tokens 1,2,3,... | --tokens-file FILE |\n"
+    "                   --tokenizer DIR [--chat-template F] (--text S | --text-file F | --messages-file F)\n"
+    "                   [--special-tokens | --no-special-tokens]) [--json]\n"
     "\n"
     "Prints the vLLM block hash of every full block of the tokens.\n"
     "  --algo         vLLM --prefix-caching-hash-algo (default sha256)\n"
@@ -34,6 +38,9 @@ constexpr char kHashUsage[] =
     "  --salt         cache_salt of the request\n"
     "  --tokens       comma-separated token ids\n"
     "  --tokens-file  file of token ids separated by commas or whitespace\n"
+    "  --tokenizer    a Hugging Face model directory: hash a text prompt (--text,\n"
+    "                 --text-file) or chat request (--messages-file) tokenized as\n"
+    "                 vLLM's endpoints do (see kvidx tokenize)\n"
     "  --json         print {\"none_hash\": ..., \"blocks\": [...]} instead of a table\n";
 
 int UsageError(const std::string& msg) {
@@ -41,11 +48,33 @@ int UsageError(const std::string& msg) {
   return kExitUsage;
 }
 
+// --text S, --text-file F or --messages-file F into `p` (as kvidx query reads them).
+std::optional<int> ReadTextFlag(std::string_view flag, const std::string& value, v1::TextPrompt* p) {
+  if (flag == "--text") {
+    p->set_text(value);
+    return std::nullopt;
+  }
+  std::string error;
+  std::optional<std::string> contents = ReadWholeFile(value, &error);
+  if (!contents) {
+    std::fprintf(stderr, "kvidx hash: %s\n", error.c_str());
+    return kExitError;
+  }
+  if (flag == "--text-file") {
+    p->set_text(std::move(*contents));
+    return std::nullopt;
+  }
+  p->set_chat_request_json(ChatBody(std::move(*contents)));
+  return std::nullopt;
+}
+
 }  // namespace
 
 int RunHash(int argc, char** argv, const FlagValues& leading) {
   BlockHasherOptions opts;
-  std::optional<std::string> lora, salt, tokens_arg, tokens_file;
+  std::optional<std::string> lora, salt, tokens_arg, tokens_file, tokenizer, chat_template;
+  v1::TextPrompt text_prompt;
+  int text_forms = 0;
   bool json = false;
   for (const auto& [flag, value] : leading) {
     if (flag != "--json") return UsageError("works offline and takes no " + flag + " (only --json)");
@@ -62,6 +91,10 @@ int RunHash(int argc, char** argv, const FlagValues& leading) {
       json = true;
       continue;
     }
+    if (arg == "--special-tokens" || arg == "--no-special-tokens") {
+      text_prompt.set_add_special_tokens(arg == "--special-tokens");
+      continue;
+    }
     // --flag VALUE or --flag=VALUE
     std::string_view flag = arg;
     std::optional<std::string> value;
@@ -70,7 +103,9 @@ int RunHash(int argc, char** argv, const FlagValues& leading) {
       value = std::string(arg.substr(eq + 1));
     }
     const bool known = flag == "--algo" || flag == "--seed" || flag == "--block-size" || flag == "--lora" ||
-                       flag == "--salt" || flag == "--tokens" || flag == "--tokens-file";
+                       flag == "--salt" || flag == "--tokens" || flag == "--tokens-file" || flag == "--tokenizer" ||
+                       flag == "--chat-template" || flag == "--text" || flag == "--text-file" ||
+                       flag == "--messages-file";
     if (!known) return UsageError("unknown argument '" + std::string(arg) + "'");
     if (!value) {
       if (i + 1 >= argc) return UsageError(std::string(flag) + " needs a value");
@@ -96,16 +131,40 @@ int RunHash(int argc, char** argv, const FlagValues& leading) {
       salt = *value;
     } else if (flag == "--tokens") {
       tokens_arg = *value;
+    } else if (flag == "--tokenizer") {
+      tokenizer = *value;
+    } else if (flag == "--chat-template") {
+      chat_template = *value;
+    } else if (flag == "--text" || flag == "--text-file" || flag == "--messages-file") {
+      ++text_forms;
+      if (std::optional<int> rc = ReadTextFlag(flag, *value, &text_prompt)) return *rc;
     } else {
       tokens_file = *value;
     }
   }
 
-  if (tokens_arg && tokens_file) return UsageError("give either --tokens or --tokens-file, not both");
-  if (!tokens_arg && !tokens_file) return UsageError("missing --tokens or --tokens-file");
+  if (int(tokens_arg.has_value()) + int(tokens_file.has_value()) + text_forms > 1) {
+    return UsageError("give only one of --tokens, --tokens-file, --text, --text-file and --messages-file");
+  }
+  if (!tokens_arg && !tokens_file && text_forms == 0) return UsageError("missing --tokens or --tokens-file");
+  if ((text_forms > 0) != tokenizer.has_value()) {
+    return UsageError("--text, --text-file and --messages-file go with --tokenizer (and only they do)");
+  }
+  if (chat_template && !tokenizer) return UsageError("--chat-template needs --tokenizer");
+  if (text_prompt.has_add_special_tokens() && text_forms == 0) {
+    return UsageError("--special-tokens and --no-special-tokens apply to text prompts only");
+  }
 
+  std::vector<int64_t> tokens;
   std::string text;
-  if (tokens_arg) {
+  if (text_forms > 0) {
+    std::string rendered;
+    if (Status s = EncodeLocally(*tokenizer, chat_template.value_or(""), text_prompt, &tokens, &rendered);
+        !s.ok()) {
+      std::fprintf(stderr, "kvidx hash: %s\n", s.ToString().c_str());
+      return kExitError;
+    }
+  } else if (tokens_arg) {
     text = *tokens_arg;
   } else {
     std::string error;
@@ -116,8 +175,9 @@ int RunHash(int argc, char** argv, const FlagValues& leading) {
     }
     text = std::move(*contents);
   }
-  std::vector<int64_t> tokens;
-  if (std::optional<std::string> err = ParseInt64List(text, &tokens)) return UsageError(*err);
+  if (text_forms == 0) {
+    if (std::optional<std::string> err = ParseInt64List(text, &tokens)) return UsageError(*err);
+  }
   if (tokens.empty()) return UsageError("no token ids given");
 
   Result<BlockHasher> hasher = BlockHasher::Create(opts);

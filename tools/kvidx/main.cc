@@ -24,6 +24,7 @@ constexpr Subcommand kSubcommands[] = {
     {"query", kvidx::cli::RunQuery, "longest cached prefix of a prompt, per replica"},
     {"block", kvidx::cli::RunBlock, "who holds one block"},
     {"route", kvidx::cli::RunRoute, "where a request should go, and every candidate's cost"},
+    {"tokenize", kvidx::cli::RunTokenize, "token ids of a text prompt or chat request, as vLLM computes them"},
     {"engines", kvidx::cli::RunEngines, "add, remove or list engines (add/remove: admin)"},
     {"resync", kvidx::cli::RunResync, "resynchronise a source or replica (admin)"},
     {"snapshot", kvidx::cli::RunSnapshot, "write a snapshot now (admin)"},

@@ -17,7 +17,8 @@ namespace {
 
 const std::string& QueryUsage() {
   static const std::string usage =
-      std::string("usage: kvidx query --model M (--tokens 1,2,... | --tokens-file F | --hashes H1,H2,...)\n"
+      std::string("usage: kvidx query --model M (--tokens 1,2,... | --tokens-file F | --hashes H1,H2,... |\n"
+                  "                   --text S | --text-file F | --messages-file F)\n"
                   "                   [--lora NAME] [--salt S] [--replica R ...] [--tier T ...]\n"
                   "\n"
                   "Prints, per replica and DP rank holding block 0, how many leading blocks of\n"
@@ -48,24 +49,18 @@ void SeqJson(JsonWriter& w, bool has_seq, uint64_t seq) {
 
 int RunQuery(int argc, char** argv, const FlagValues& leading) {
   CommandLine cl("query", QueryUsage().c_str(), leading);
-  constexpr FlagSpec kFlags[] = {{"--model"}, {"--tokens"}, {"--tokens-file"}, {"--hashes"},
-                                 {"--lora"},  {"--salt"},   {"--replica"},     {"--tier"}};
-  if (std::optional<int> rc = cl.Parse(argc, argv, kFlags, 0)) return *rc;
+  std::vector<FlagSpec> flags = {{"--model"}, {"--replica"}, {"--tier"}};
+  flags.insert(flags.end(), std::begin(kPromptFlags), std::end(kPromptFlags));
+  if (std::optional<int> rc = cl.Parse(argc, argv, flags, 0)) return *rc;
   const std::string* model = cl.Get("--model");
   if (model == nullptr || model->empty()) return cl.UsageError("missing --model");
   v1::FindPrefixRequest req;
   req.set_model(*model);
   for (const std::string& r : cl.GetAll("--replica")) req.add_replicas(r);
   for (const std::string& t : cl.GetAll("--tier")) req.add_tiers(t);
-  v1::TokenPrompt tokens;
-  v1::BlockHashes hashes;
-  bool is_hashes = false;
-  if (std::optional<int> rc = ReadPrompt(cl, &tokens, &hashes, &is_hashes)) return *rc;
-  if (is_hashes) {
-    *req.mutable_hashes() = std::move(hashes);
-  } else {
-    *req.mutable_tokens() = std::move(tokens);
-  }
+  Prompt prompt;
+  if (std::optional<int> rc = ReadPrompt(cl, &prompt)) return *rc;
+  prompt.MoveInto(&req);
 
   std::unique_ptr<client::Client> client;
   if (std::optional<int> rc = cl.Connect(&client)) return *rc;
@@ -78,6 +73,7 @@ int RunQuery(int argc, char** argv, const FlagValues& leading) {
     w.Key("model").String(resp.model());
     w.Key("blocks_in_query").Uint(resp.blocks_in_query());
     w.Key("block_size").Uint(resp.block_size());
+    w.Key("prompt_tokens").Uint(resp.prompt_tokens());
     w.Key("truncated").Bool(resp.truncated());
     w.Key("applied_batches").Uint(resp.applied_batches());
     w.Key("replicas").BeginArray();
@@ -103,8 +99,8 @@ int RunQuery(int argc, char** argv, const FlagValues& leading) {
     return kExitOk;
   }
 
-  std::printf("model %s: %u full blocks in the query (block size %u)%s\n", resp.model().c_str(),
-              resp.blocks_in_query(), resp.block_size(),
+  std::printf("model %s: %llu prompt tokens, %u full blocks in the query (block size %u)%s\n", resp.model().c_str(),
+              static_cast<unsigned long long>(resp.prompt_tokens()), resp.blocks_in_query(), resp.block_size(),
               resp.truncated() ? ", truncated to the model's max_query_blocks" : "");
   if (resp.replicas_size() == 0) {
     std::printf("no replica holds block 0\n");

@@ -15,7 +15,8 @@ namespace {
 
 const std::string& RouteUsage() {
   static const std::string usage =
-      std::string("usage: kvidx route --model M (--tokens 1,2,... | --tokens-file F | --hashes H1,H2,...)\n"
+      std::string("usage: kvidx route --model M (--tokens 1,2,... | --tokens-file F | --hashes H1,H2,... |\n"
+                  "                   --text S | --text-file F | --messages-file F)\n"
                   "                   [--lora NAME] [--salt S] [--replica R ...] [--prompt-tokens N]\n"
                   "                   [--n N] [--output-tokens N] [--done]\n"
                   "\n"
@@ -95,24 +96,18 @@ void PrintTable(const v1::RouteResponse& r) {
 
 int RunRoute(int argc, char** argv, const FlagValues& leading) {
   CommandLine cl("route", RouteUsage().c_str(), leading);
-  constexpr FlagSpec kFlags[] = {{"--model"},   {"--tokens"},        {"--tokens-file"}, {"--hashes"},
-                                 {"--lora"},    {"--salt"},          {"--replica"},     {"--prompt-tokens"},
-                                 {"--n"},       {"--output-tokens"}, {"--done", false}};
-  if (std::optional<int> rc = cl.Parse(argc, argv, kFlags, 0)) return *rc;
+  std::vector<FlagSpec> flags = {{"--model"}, {"--replica"}, {"--prompt-tokens"}, {"--n"}, {"--output-tokens"},
+                                  {"--done", false}};
+  flags.insert(flags.end(), std::begin(kPromptFlags), std::end(kPromptFlags));
+  if (std::optional<int> rc = cl.Parse(argc, argv, flags, 0)) return *rc;
   const std::string* model = cl.Get("--model");
   if (model == nullptr || model->empty()) return cl.UsageError("missing --model");
   v1::RouteRequest req;
   req.set_model(*model);
   for (const std::string& r : cl.GetAll("--replica")) req.add_replicas(r);
-  bool is_hashes = false;
-  v1::TokenPrompt tokens;
-  v1::BlockHashes hashes;
-  if (std::optional<int> rc = ReadPrompt(cl, &tokens, &hashes, &is_hashes)) return *rc;
-  if (is_hashes) {
-    *req.mutable_hashes() = std::move(hashes);
-  } else {
-    *req.mutable_tokens() = std::move(tokens);
-  }
+  Prompt prompt;
+  if (std::optional<int> rc = ReadPrompt(cl, &prompt)) return *rc;
+  prompt.MoveInto(&req);
   uint64_t v = 0;
   if (std::optional<int> rc = cl.GetUint("--prompt-tokens", 0, UINT64_MAX, &v)) return *rc;
   req.set_prompt_tokens(v);

@@ -15,10 +15,11 @@ live in kvidx_client/_pb (scripts/gen-python-client.sh); the raw stub is
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 import grpc
 
@@ -92,13 +93,21 @@ class RouteAnswer:
     candidates: List[RouteCandidate] = field(default_factory=list)
 
 
-def _prompt(message, tokens: Optional[Sequence[int]], hashes: Optional[Sequence[int]]) -> None:
-    if (tokens is None) == (hashes is None):
-        raise ValueError("give exactly one of tokens and hashes")
+def _prompt(message, tokens: Optional[Sequence[int]], hashes: Optional[Sequence[int]],
+            text: Optional[str] = None, chat: Optional[Union[dict, str]] = None) -> None:
+    given = sum(x is not None for x in (tokens, hashes, text, chat))
+    if given != 1:
+        raise ValueError("give exactly one of tokens, hashes, text and chat")
     if tokens is not None:
         message.tokens.token_ids.extend(tokens)
-    else:
+    elif hashes is not None:
         message.hashes.u64.extend(hashes)
+    elif text is not None:
+        message.text.text = text
+    else:
+        # The chat-completions body as the router received it: the server
+        # renders the model's chat template as vLLM's chat endpoint does.
+        message.text.chat_request_json = chat if isinstance(chat, str) else json.dumps(chat)
 
 
 def _state(value: int) -> str:
@@ -135,28 +144,45 @@ class KvidxClient:
         return resp.status == health_pb2.HealthCheckResponse.SERVING
 
     def find_prefix(self, model: str, *, tokens: Optional[Sequence[int]] = None,
-                    hashes: Optional[Sequence[int]] = None, replicas: Sequence[str] = ()) -> PrefixAnswer:
-        """Longest cached prefix per replica and DP rank."""
+                    hashes: Optional[Sequence[int]] = None, text: Optional[str] = None,
+                    chat: Optional[Union[dict, str]] = None, replicas: Sequence[str] = ()) -> PrefixAnswer:
+        """Longest cached prefix per replica and DP rank. `text` (a completions
+        prompt) and `chat` (a chat-completions body) need the model's tokenizer
+        configured on the server."""
         req = pb.FindPrefixRequest(model=model, replicas=list(replicas))
-        _prompt(req, tokens, hashes)
+        _prompt(req, tokens, hashes, text, chat)
         resp = self._call(self.stub.FindPrefix, req)
         return PrefixAnswer(resp.model, resp.blocks_in_query, resp.block_size, [
             ReplicaMatch(m.replica, m.dp_rank, m.source, m.matched_blocks, m.matched_blocks_with_lower_tiers,
                          m.matched_tokens, _state(m.state)) for m in resp.replicas])
 
     def route(self, model: str, *, tokens: Optional[Sequence[int]] = None, hashes: Optional[Sequence[int]] = None,
+              text: Optional[str] = None, chat: Optional[Union[dict, str]] = None,
               prompt_tokens: int = 0, replicas: Sequence[str] = (), expected_output_tokens: int = 0,
               n: int = 1, request_id: int = 0) -> RouteAnswer:
-        """Where to send a request; report its end with route_done."""
+        """Where to send a request; report its end with route_done. `text` and
+        `chat` as for find_prefix."""
         req = pb.RouteRequest(model=model, prompt_tokens=prompt_tokens, replicas=list(replicas),
                               expected_output_tokens=expected_output_tokens, n=n, request_id=request_id)
-        _prompt(req, tokens, hashes)
+        _prompt(req, tokens, hashes, text, chat)
         resp = self._call(self.stub.Route, req)
         return RouteAnswer(resp.replica, resp.dp_rank, resp.source, resp.route_id,
                            pb.RouteReason.Name(resp.reason).removeprefix("ROUTE_REASON_").lower(),
                            resp.prompt_tokens, [
                                RouteCandidate(c.replica, c.dp_rank, c.gpu_blocks, c.cpu_blocks, c.storage_blocks,
                                               c.predicted_blocks, c.cost) for c in resp.candidates])
+
+    def tokenize(self, model: str, *, text: Optional[str] = None,
+                 chat: Optional[Union[dict, str]] = None) -> List[int]:
+        """The prompt's token ids as the server computes them."""
+        req = pb.TokenizeRequest(model=model)
+        if (text is None) == (chat is None):
+            raise ValueError("give exactly one of text and chat")
+        if text is not None:
+            req.prompt.text = text
+        else:
+            req.prompt.chat_request_json = chat if isinstance(chat, str) else json.dumps(chat)
+        return list(self._call(self.stub.Tokenize, req).token_ids)
 
     def route_done(self, route_id: int, *, ok: bool = True, prompt_tokens: int = 0, cached_tokens: int = 0) -> int:
         """Ends a route; returns the cached tokens kvidx expected when it routed."""
