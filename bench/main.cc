@@ -7,6 +7,7 @@
 //   kvidx-bench snapshot [--n=N]           snapshot / restore of N index entries
 //   kvidx-bench ingest ...                 PUB -> decode -> sink, end to end
 //   kvidx-bench grpc ...                   FindPrefix over gRPC while ingest runs
+//   kvidx-bench chat-prefix ...            a chat request -> FindPrefix in process
 //
 // Custom drivers exist where Google Benchmark's per-iteration model does not
 // fit: W1 and W2 report a checksum, latency percentiles and resident-memory
@@ -29,6 +30,7 @@
 #include "bench/grpc_bench.h"
 #define KVIDX_HAVE_GRPC 1
 #endif
+#include "bench/chat_prefix_bench.h"
 #include "bench/owners_bench.h"
 #if __has_include("bench/ingest_bench.h")
 #include "bench/ingest_bench.h"
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
 #ifdef KVIDX_HAVE_GRPC
     if (std::strcmp(argv[1], "grpc") == 0) return RunGrpcBench(argc - 1, argv + 1);
 #endif
+    if (std::strcmp(argv[1], "chat-prefix") == 0) return kvidx::RunChatPrefixBench(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "owners") == 0) return RunOwnersBench(argc - 1, argv + 1);
 #ifdef KVIDX_HAVE_INGEST
     if (std::strcmp(argv[1], "ingest") == 0) return RunIngestBench(argc - 1, argv + 1);
