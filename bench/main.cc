@@ -7,6 +7,7 @@
 //   kvidx-bench snapshot [--n=N]           snapshot / restore of N index entries
 //   kvidx-bench ingest ...                 PUB -> decode -> sink, end to end
 //   kvidx-bench grpc ...                   FindPrefix over gRPC while ingest runs
+//   kvidx-bench tokenize [--texts=N ...]   encode throughput beside Hugging Face's Rust tokenizers
 //
 // Custom drivers exist where Google Benchmark's per-iteration model does not
 // fit: W1 and W2 report a checksum, latency percentiles and resident-memory
@@ -30,6 +31,7 @@
 #define KVIDX_HAVE_GRPC 1
 #endif
 #include "bench/owners_bench.h"
+#include "bench/tokenize_bench.h"
 #if __has_include("bench/ingest_bench.h")
 #include "bench/ingest_bench.h"
 #define KVIDX_HAVE_INGEST 1
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], "grpc") == 0) return RunGrpcBench(argc - 1, argv + 1);
 #endif
     if (std::strcmp(argv[1], "owners") == 0) return RunOwnersBench(argc - 1, argv + 1);
+    if (std::strcmp(argv[1], "tokenize") == 0) return RunTokenizeBench(argc - 1, argv + 1);
 #ifdef KVIDX_HAVE_INGEST
     if (std::strcmp(argv[1], "ingest") == 0) return RunIngestBench(argc - 1, argv + 1);
 #endif
