@@ -12,6 +12,7 @@ namespace {
 
 using nlohmann::json;
 constexpr uint32_t kNone = UINT32_MAX;
+constexpr size_t kShortWord = 48;  // symbols; longer words take the heap
 
 struct ByteMap {
   char32_t to_char[256];
@@ -107,7 +108,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Parse(const json& spec, bool byte_le
   }
   auto merges = spec.find("merges");
   if (merges == spec.end() || !merges->is_array()) return Status::InvalidArgument("model.merges: expected an array");
-  m->merges_.reserve(merges->size());
+  m->merges_ = MergeTable(merges->size());
   for (size_t i = 0; i < merges->size(); ++i) {
     auto pair = MergePair((*merges)[i], i);
     if (!pair.ok()) return pair.status();
@@ -121,7 +122,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Parse(const json& spec, bool byte_le
     if (in == m->vocab_.end()) {
       return Status::InvalidArgument("model.merges[" + std::to_string(i) + "]: merged token not in the vocabulary");
     }
-    m->merges_[(uint64_t{ia->second} << 32) | ib->second] = MergeTarget{static_cast<uint32_t>(i), in->second};
+    m->merges_.Insert(ia->second, ib->second, MergeTable::Target{static_cast<uint32_t>(i), in->second});
   }
   std::fill(std::begin(m->byte_ids_), std::end(m->byte_ids_), kNone);
   if (byte_level) {
@@ -206,6 +207,7 @@ void BpeModel::MergeAll(std::vector<uint32_t>* symbols) const {
   std::vector<uint32_t>& ids = *symbols;
   const size_t n = ids.size();
   if (n < 2) return;
+  if (n <= kShortWord) return MergeAllShort(symbols);
   struct Entry {
     uint32_t rank;
     uint32_t pos;
@@ -250,6 +252,38 @@ void BpeModel::MergeAll(std::vector<uint32_t>* symbols) const {
     if (alive[i]) ids[out++] = ids[i];
   }
   ids.resize(out);
+}
+
+// The same order for short words without the heap: the lowest rank among
+// the current adjacent pairs, the leftmost among equals, merged until none
+// is left. Each pair's rank is looked up once, when the pair forms.
+void BpeModel::MergeAllShort(std::vector<uint32_t>* symbols) const {
+  std::vector<uint32_t>& ids = *symbols;
+  uint32_t rank[kShortWord];
+  uint32_t merged[kShortWord];
+  size_t n = ids.size();
+  auto lookup = [&](size_t i) {
+    const MergeTable::Target* m = FindMerge(ids[i], ids[i + 1]);
+    rank[i] = m ? m->rank : kNone;
+    merged[i] = m ? m->id : kNone;
+  };
+  for (size_t i = 0; i + 1 < n; ++i) lookup(i);
+  while (n > 1) {
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < n; ++i) {
+      if (rank[i] < rank[best]) best = i;
+    }
+    if (rank[best] == kNone) break;
+    ids[best] = merged[best];
+    ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    for (size_t i = best + 1; i + 1 < n - 1; ++i) {
+      rank[i] = rank[i + 1];
+      merged[i] = merged[i + 1];
+    }
+    --n;
+    if (best > 0) lookup(best - 1);
+    if (best + 1 < n) lookup(best);
+  }
 }
 
 Status BpeModel::Tokenize(std::string_view word, std::vector<uint32_t>* ids) const {

@@ -22,6 +22,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "base/status.h"
+#include "server/tokenizer/merge_table.h"
 
 namespace kvidx::tokenizer {
 
@@ -46,25 +47,18 @@ class BpeModel {
 
  private:
   BpeModel() = default;
-  struct MergeTarget {
-    uint32_t rank;
-    uint32_t id;
-  };
-  std::optional<MergeTarget> FindMerge(uint32_t left, uint32_t right) const {
-    auto it = merges_.find((uint64_t{left} << 32) | right);
-    if (it == merges_.end()) return std::nullopt;
-    return it->second;
-  }
+  const MergeTable::Target* FindMerge(uint32_t left, uint32_t right) const { return merges_.Find(left, right); }
   // Looks a unit (a raw byte or a character) up in the model's space.
   const uint32_t* Lookup(std::string_view key) const;
   Status InitialSymbols(std::string_view word, std::vector<uint32_t>* symbols) const;
   void MergeAll(std::vector<uint32_t>* symbols) const;
+  void MergeAllShort(std::vector<uint32_t>* symbols) const;
 
   Vocab vocab_;             // as written in tokenizer.json
   Vocab byte_vocab_;        // byte-level: vocab_ with tokens un-mapped to raw bytes
   uint32_t byte_ids_[256];  // byte-level: the id of each single byte, or kNone
   bool byte_level_ = false;
-  std::unordered_map<uint64_t, MergeTarget> merges_;
+  MergeTable merges_;
   std::optional<uint32_t> unk_id_;
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
