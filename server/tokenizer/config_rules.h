@@ -3,7 +3,8 @@
 // (use_fast=True): the class named by "tokenizer_class" (the Fast variant)
 // may rewrite the post-processor.
 //
-// Implemented (each rule names its transformers source):
+// Implemented (each rule names its transformers 4.x source, the
+// PreTrainedTokenizerFast line vLLM's AutoTokenizer returns):
 //  * LlamaTokenizerFast (models/llama/tokenization_llama_fast.py) and
 //    GemmaTokenizerFast (models/gemma/tokenization_gemma_fast.py):
 //    __init__ calls update_post_processor(), which replaces the
@@ -14,7 +15,12 @@
 //  * split_special_tokens true (tokenization_utils_base.py) would stop
 //    special tokens from being matched; it is refused, not implemented.
 // Other classes (PreTrainedTokenizerFast, Qwen2TokenizerFast, ...) keep
-// tokenizer.json's post-processor.
+// tokenizer.json's post-processor. Of the six reference models only
+// DeepSeek-V3 changes (LlamaTokenizerFast, add_bos_token true, a
+// tokenizer.json whose post-processor adds nothing: BOS is prepended); Llama 2
+// and Gemma 3 get the BOS template their tokenizer.json already has.
+// transformers.js does not port update_post_processor (it adds no BOS for
+// DeepSeek-V3); Python transformers is the reference for this rule.
 #pragma once
 
 #include <cstdint>
