@@ -8,6 +8,7 @@
 //   kvidx-bench ingest ...                 PUB -> decode -> sink, end to end
 //   kvidx-bench grpc ...                   FindPrefix over gRPC while ingest runs
 //   kvidx-bench chat-prefix ...            a chat request -> FindPrefix in process
+//   kvidx-bench tokenize [--texts=N ...]   encode throughput beside Hugging Face's Rust tokenizers
 //
 // Custom drivers exist where Google Benchmark's per-iteration model does not
 // fit: W1 and W2 report a checksum, latency percentiles and resident-memory
@@ -32,6 +33,7 @@
 #endif
 #include "bench/chat_prefix_bench.h"
 #include "bench/owners_bench.h"
+#include "bench/tokenize_bench.h"
 #if __has_include("bench/ingest_bench.h")
 #include "bench/ingest_bench.h"
 #define KVIDX_HAVE_INGEST 1
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
 #endif
     if (std::strcmp(argv[1], "chat-prefix") == 0) return kvidx::RunChatPrefixBench(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "owners") == 0) return RunOwnersBench(argc - 1, argv + 1);
+    if (std::strcmp(argv[1], "tokenize") == 0) return RunTokenizeBench(argc - 1, argv + 1);
 #ifdef KVIDX_HAVE_INGEST
     if (std::strcmp(argv[1], "ingest") == 0) return RunIngestBench(argc - 1, argv + 1);
 #endif

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer decoder target with clang into build-fuzz/, writes the
-# seed corpus (the spec's payload vectors), and fuzzes.
+# Builds the libFuzzer targets with clang into build-fuzz/, writes their seed
+# corpora, and fuzzes each in turn: decoder_fuzz (the spec's payload vectors
+# as seeds) and tokenizer_fuzz (texts and a tokenizer.json as seeds; needs
+# the npm references of scripts/setup-npm-references.sh).
 #
 #   scripts/fuzz.sh --ci         replay every seed, then fuzz for 60 s
 #   scripts/fuzz.sh --runs N     replay, then exactly N fuzzing executions
@@ -32,7 +34,7 @@ done
 # Only the fuzz target is built; the rest of the tree is configured, not compiled.
 CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKVIDX_FUZZ=ON -DKVIDX_BUILD_TESTS=OFF -DKVIDX_BUILD_BENCH=OFF -DKVIDX_WERROR=OFF -DKVIDX_SANITIZE= >/dev/null
-cmake --build "$BUILD_DIR" --target decoder_fuzz -j "$JOBS"
+cmake --build "$BUILD_DIR" --target decoder_fuzz tokenizer_fuzz -j "$JOBS"
 FUZZER="$BUILD_DIR/bin/decoder_fuzz"
 
 # Seed corpus: every payload in tests/vectors/event_payloads.json, the map16
@@ -64,3 +66,37 @@ echo "fuzz: fuzzing (${limit[*]})"
 "$FUZZER" "${limit[@]}" -max_len=4096 -print_final_stats=1 \
   -dict="$ROOT/tests/fuzz/decoder_fuzz.dict" -artifact_prefix="$FUZZ_DIR/artifacts/" \
   "${extra[@]}" "$FUZZ_DIR/corpus" "$SEEDS"
+
+# The tokenizer: seeds are texts for Qwen3 (byte 0/1) and Llama 2 (2/3), and
+# a small tokenizer.json to load (4).
+TOK_FUZZER="$BUILD_DIR/bin/tokenizer_fuzz"
+TOK_DIR="$FUZZ_DIR/tokenizer"
+mkdir -p "$TOK_DIR/seeds" "$TOK_DIR/corpus" "$TOK_DIR/artifacts"
+python3 - "$TOK_DIR/seeds" <<'PY'
+import os, sys
+out = sys.argv[1]
+texts = ["Hello world", "  leading spaces\r\n\tand tabs", "\u4f60\u597d\uff0c\u4e16\u754c 123456",
+         "<|im_start|>user\nhi<|im_end|>", "e\u0301 \u00e9 \ufb01", "\U0001F468\u200d\U0001F469\u200d\U0001F467",
+         "def f(x):\n    return x ** 2\n", "\u0645\u0631\u062d\u0628\u0627 \u0928\u092e\u0938\u094d\u0924\u0947 \u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35",
+         "a" * 300, "<s> </s> <unk>"]
+for i, t in enumerate(texts):
+    for mode in (0, 3):
+        with open(os.path.join(out, f"text{i}_{mode}"), "wb") as f:
+            f.write(bytes([mode]) + t.encode("utf-8"))
+with open(os.path.join(out, "invalid_utf8"), "wb") as f:
+    f.write(b"\x01ab\xc3(\xff")
+tiny = ('{"added_tokens":[{"id":3,"content":"<s>","special":true,"normalized":false}],'
+        '"normalizer":{"type":"Sequence","normalizers":[{"type":"NFKC"},{"type":"Lowercase"}]},'
+        '"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Digits","individual_digits":true},'
+        '{"type":"Split","pattern":{"Regex":"\\\\s+"},"behavior":"MergedWithNext","invert":false}]},'
+        '"post_processor":null,"model":{"type":"BPE","unk_token":"<unk>","byte_fallback":true,'
+        '"vocab":{"<unk>":0,"a":1,"b":2,"<s>":3,"ab":4},"merges":["a b"]}}')
+with open(os.path.join(out, "tokenizer_json"), "wb") as f:
+    f.write(b"\x04" + tiny.encode())
+print(f"fuzz: {len(os.listdir(out))} tokenizer seeds in {out}")
+PY
+echo "fuzz: replaying tokenizer seeds"
+"$TOK_FUZZER" "$TOK_DIR/seeds"/* >"$TOK_DIR/replay.log" 2>&1 || { cat "$TOK_DIR/replay.log"; exit 1; }
+echo "fuzz: fuzzing the tokenizer (${limit[*]})"
+"$TOK_FUZZER" "${limit[@]}" -max_len=8192 -print_final_stats=1 -artifact_prefix="$TOK_DIR/artifacts/" \
+  "${extra[@]}" "$TOK_DIR/corpus" "$TOK_DIR/seeds"

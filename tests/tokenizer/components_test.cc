@@ -1,0 +1,260 @@
+// Unit tests of the tokenizer's components, each on hand-written specs:
+// the BPE model's options, normalizers, pre-tokenizer behaviours, added
+// token flags, post-processors, tokenizer_config rules and the cache.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/tokenizer/normalizer.h"
+#include "server/tokenizer/post_processor.h"
+#include "server/tokenizer/pre_tokenizer.h"
+#include "server/tokenizer/tokenizer.h"
+#include "tokenizer/reference_data.h"
+#include "tokenizer/tiny_tokenizer.h"
+
+namespace kvidx::tokenizer {
+namespace {
+
+using nlohmann::json;
+using testing::TinyTokenizerJson;
+using Ids = std::vector<uint32_t>;
+
+std::unique_ptr<Tokenizer> Load(const json& doc, const std::string& config = "") {
+  auto t = Tokenizer::FromJson(doc.dump(), config);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+Ids Encode(const Tokenizer& t, std::string_view text, bool special = false) {
+  Ids ids;
+  Status s = t.Encode(text, special, &ids);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return ids;
+}
+
+std::string Normalized(const json& spec, std::string text) {
+  auto n = ParseNormalizer(spec, "normalizer");
+  EXPECT_TRUE(n.ok()) << n.status().ToString();
+  if (!n.ok()) return {};
+  EXPECT_TRUE((*n)->Normalize(&text).ok());
+  return text;
+}
+
+std::vector<std::string> PreTokens(const json& spec, std::string text) {
+  auto p = ParsePreTokenizer(spec, "pre_tokenizer");
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  if (!p.ok()) return {};
+  std::vector<Piece> pieces{Piece{std::move(text), true}};
+  EXPECT_TRUE(p->pre_tokenizer->PreTokenize(&pieces).ok());
+  std::vector<std::string> out;
+  for (const Piece& piece : pieces) out.push_back(piece.text);
+  return out;
+}
+
+TEST(BpeModel, MergesByRankLeftmostFirst) {
+  auto t = Load(TinyTokenizerJson());
+  EXPECT_EQ(Encode(*t, "abc"), (Ids{7}));       // a b -> ab (rank 0), ab c -> abc (rank 1)
+  EXPECT_EQ(Encode(*t, "bc"), (Ids{12}));
+  EXPECT_EQ(Encode(*t, "abcde"), (Ids{7, 8}));
+  EXPECT_EQ(Encode(*t, "cab"), (Ids{3, 6}));
+}
+
+TEST(BpeModel, UnknownCharactersBecomeUnkOneEachWithoutFuse) {
+  auto t = Load(TinyTokenizerJson());
+  EXPECT_EQ(Encode(*t, "aQQb"), (Ids{1, 0, 0, 2}));
+}
+
+TEST(BpeModel, FuseUnkJoinsARunOfUnknowns) {
+  json doc = TinyTokenizerJson();
+  doc["model"]["fuse_unk"] = true;
+  EXPECT_EQ(Encode(*Load(doc), "aQQb"), (Ids{1, 0, 2}));
+}
+
+TEST(BpeModel, ByteFallbackBeforeUnk) {
+  json doc = TinyTokenizerJson();
+  doc["model"]["byte_fallback"] = true;
+  auto t = Load(doc);
+  EXPECT_EQ(Encode(*t, "aZ!"), (Ids{1, 9, 10}));
+  EXPECT_EQ(Encode(*t, "\xC3\xA9"), (Ids{0}));  // <0xC3> <0xA9> absent: unk
+}
+
+TEST(BpeModel, IgnoreMergesTakesAWholeWordFromTheVocabulary) {
+  json doc = TinyTokenizerJson();
+  doc["model"]["vocab"]["cab"] = 13;
+  EXPECT_EQ(Encode(*Load(doc), "cab"), (Ids{3, 6}));
+  doc["model"]["ignore_merges"] = true;
+  EXPECT_EQ(Encode(*Load(doc), "cab"), (Ids{13}));
+}
+
+TEST(BpeModel, ContinuingSubwordPrefixAndSuffix) {
+  json doc = TinyTokenizerJson();
+  doc["model"]["continuing_subword_prefix"] = "##";
+  doc["model"]["end_of_word_suffix"] = "</w>";
+  doc["model"]["vocab"] = {{"<unk>", 0}, {"a", 1}, {"##b", 2}, {"##c</w>", 3}, {"a##b", 4}, {"ab", 5},
+                           {"abc</w>", 6}, {"<s>", 20}, {"</s>", 21}};
+  doc["model"]["merges"] = {"a ##b", "ab ##c</w>"};
+  EXPECT_EQ(Encode(*Load(doc), "abc"), (Ids{6}));
+}
+
+TEST(Normalizers, UnicodeFormsCaseStripReplacePrepend) {
+  EXPECT_EQ(Normalized({{"type", "NFC"}}, "e\xCC\x81"), "\xC3\xA9");
+  EXPECT_EQ(Normalized({{"type", "NFD"}}, "\xC3\xA9"), "e\xCC\x81");
+  EXPECT_EQ(Normalized({{"type", "NFKC"}}, "\xEF\xAC\x81"), "fi");           // U+FB01 ligature
+  EXPECT_EQ(Normalized({{"type", "NFKD"}}, "\xE2\x84\xAB"), "A\xCC\x8A");   // U+212B angstrom
+  EXPECT_EQ(Normalized({{"type", "Lowercase"}}, "ABC \xCE\xA3\xCE\x91\xCE\xA3"), "abc \xCF\x83\xCE\xB1\xCF\x82");
+  EXPECT_EQ(Normalized({{"type", "Strip"}, {"strip_left", true}, {"strip_right", false}}, " \t x \xE3\x80\x80"),
+            "x \xE3\x80\x80");
+  EXPECT_EQ(Normalized({{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}}, " \t x \xE3\x80\x80"), "x");
+  EXPECT_EQ(Normalized({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "_"}}, "a b  c"), "a_b__c");
+  EXPECT_EQ(Normalized({{"type", "Replace"}, {"pattern", {{"Regex", "\\s+"}}}, {"content", " "}}, "a \t\nb"), "a b");
+  EXPECT_EQ(Normalized({{"type", "Prepend"}, {"prepend", "_"}}, "ab"), "_ab");
+  EXPECT_EQ(Normalized({{"type", "Prepend"}, {"prepend", "_"}}, ""), "");
+  EXPECT_EQ(Normalized({{"type", "Sequence"},
+                        {"normalizers", json::array({json{{"type", "Lowercase"}}, json{{"type", "Prepend"}, {"prepend", "x"}}})}},
+                       "AB"),
+            "xab");
+}
+
+json SplitSpec(const std::string& behavior, bool invert = false) {
+  return {{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", invert}};
+}
+
+TEST(PreTokenizers, SplitBehaviours) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(PreTokens(SplitSpec("Removed"), "a-b--c"), (V{"a", "b", "c"}));
+  EXPECT_EQ(PreTokens(SplitSpec("Isolated"), "a-b--c"), (V{"a", "-", "b", "-", "-", "c"}));
+  EXPECT_EQ(PreTokens(SplitSpec("MergedWithPrevious"), "a-b--c"), (V{"a-", "b-", "-", "c"}));
+  EXPECT_EQ(PreTokens(SplitSpec("MergedWithNext"), "a-b--c"), (V{"a", "-b", "-", "-c"}));
+  EXPECT_EQ(PreTokens(SplitSpec("Contiguous"), "a-b--c"), (V{"a", "-", "b", "--", "c"}));
+  EXPECT_EQ(PreTokens(SplitSpec("Removed", true), "a-b--c"), (V{"-", "-", "-"}));
+  json re = {{"type", "Split"}, {"pattern", {{"Regex", "\\p{N}{1,3}"}}}, {"behavior", "Isolated"}, {"invert", false}};
+  EXPECT_EQ(PreTokens(re, "ab12345c"), (V{"ab", "123", "45", "c"}));
+}
+
+TEST(PreTokenizers, MetaspaceDigitsPunctuationWhitespaceByteLevel) {
+  using V = std::vector<std::string>;
+  const std::string m = "\xE2\x96\x81";
+  json meta = {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "always"}, {"split", true}};
+  EXPECT_EQ(PreTokens(meta, "hello world"), (V{m + "hello", m + "world"}));
+  meta["split"] = false;
+  EXPECT_EQ(PreTokens(meta, "hello world"), (V{m + "hello" + m + "world"}));
+  meta["prepend_scheme"] = "never";
+  EXPECT_EQ(PreTokens(meta, "hi"), (V{"hi"}));
+  EXPECT_EQ(PreTokens({{"type", "Digits"}, {"individual_digits", true}}, "a123b"), (V{"a", "1", "2", "3", "b"}));
+  EXPECT_EQ(PreTokens({{"type", "Digits"}, {"individual_digits", false}}, "a123b"), (V{"a", "123", "b"}));
+  EXPECT_EQ(PreTokens({{"type", "Punctuation"}}, "hi!?"), (V{"hi", "!", "?"}));
+  EXPECT_EQ(PreTokens({{"type", "WhitespaceSplit"}}, " a \t b\n"), (V{"a", "b"}));
+  json bl = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}, {"trim_offsets", false}};
+  EXPECT_EQ(PreTokens(bl, "Hello world's"), (V{" Hello", " world", "'s"}));
+}
+
+TEST(AddedTokens, LstripRstripSingleWordAndLongestMatch) {
+  json doc = TinyTokenizerJson();
+  doc["added_tokens"].push_back({{"id", 30}, {"content", "<m>"}, {"single_word", false}, {"lstrip", true},
+                                 {"rstrip", true}, {"normalized", false}, {"special", true}});
+  doc["added_tokens"].push_back({{"id", 31}, {"content", "cd"}, {"single_word", true}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", false}});
+  doc["added_tokens"].push_back({{"id", 32}, {"content", "<s>x"}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", false}});
+  auto t = Load(doc);
+  EXPECT_EQ(Encode(*t, "a <m>  b"), (Ids{1, 30, 2}));   // the spaces around <m> are its own
+  EXPECT_EQ(Encode(*t, "a cd b"), (Ids{1, 11, 31, 11, 2}));
+  EXPECT_EQ(Encode(*t, "acd"), (Ids{1, 3, 4}));         // not a single word: left to the model
+  EXPECT_EQ(Encode(*t, "<s>xa<s>"), (Ids{32, 1, 20}));  // leftmost-longest
+}
+
+TEST(AddedTokens, NormalizedTokensMatchNormalizedText) {
+  json doc = TinyTokenizerJson();
+  doc["normalizer"] = {{"type", "Lowercase"}};
+  doc["added_tokens"].push_back({{"id", 40}, {"content", "DE"}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", true}, {"special", false}});
+  doc["added_tokens"].push_back({{"id", 41}, {"content", "AB"}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", false}});
+  auto t = Load(doc);
+  EXPECT_EQ(Encode(*t, "De"), (Ids{40}));   // normalized: "de" matches the lowercased "DE"
+  EXPECT_EQ(Encode(*t, "AB"), (Ids{41}));   // raw: matched before normalization
+  EXPECT_EQ(Encode(*t, "ab"), (Ids{6}));
+}
+
+TEST(PostProcessors, TemplateBertSequenceAndByteLevel) {
+  json tmpl = {{"type", "TemplateProcessing"},
+               {"single", json::array({json{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                       json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                       json{{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}})},
+               {"pair", json::array()},
+               {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", json::array({20u})}, {"tokens", json::array({"<s>"})}}},
+                                   {"</s>", {{"id", "</s>"}, {"ids", json::array({21u})}, {"tokens", json::array({"</s>"})}}}}}};
+  auto frame = ParsePostProcessor(tmpl, "post_processor");
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->prefix, (Ids{20}));
+  EXPECT_EQ(frame->suffix, (Ids{21}));
+  json bert = {{"type", "BertProcessing"}, {"cls", {"[CLS]", 101u}}, {"sep", {"[SEP]", 102u}}};
+  json seq = {{"type", "Sequence"}, {"processors", json::array({json{{"type", "ByteLevel"}}, tmpl, bert})}};
+  auto nested = ParsePostProcessor(seq, "post_processor");
+  ASSERT_TRUE(nested.ok()) << nested.status().ToString();
+  EXPECT_EQ(nested->prefix, (Ids{101, 20}));
+  EXPECT_EQ(nested->suffix, (Ids{21, 102}));
+  json doc = TinyTokenizerJson();
+  doc["post_processor"] = tmpl;
+  auto t = Load(doc);
+  EXPECT_EQ(Encode(*t, "ab", true), (Ids{20, 6, 21}));
+  EXPECT_EQ(Encode(*t, "ab", false), (Ids{6}));
+  EXPECT_EQ(Encode(*t, "", true), (Ids{20, 21}));
+}
+
+TEST(ConfigRules, LlamaAndGemmaRebuildThePostProcessor) {
+  json doc = TinyTokenizerJson();
+  auto llama = Load(doc, R"({"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": true, "add_eos_token": true})");
+  EXPECT_EQ(Encode(*llama, "ab", true), (Ids{20, 6, 21}));
+  auto defaults = Load(doc, R"({"tokenizer_class": "LlamaTokenizer"})");  // bos "<s>" on, eos off
+  EXPECT_EQ(Encode(*defaults, "ab", true), (Ids{20, 6}));
+  auto none = Load(doc, R"({"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": false,
+                             "bos_token": {"__type": "AddedToken", "content": "<s>"}})");
+  EXPECT_EQ(Encode(*none, "ab", true), (Ids{6}));
+  auto gemma = Load(doc, R"({"tokenizer_class": "GemmaTokenizer", "bos_token": "</s>"})");
+  EXPECT_EQ(Encode(*gemma, "ab", true), (Ids{21, 6}));
+  auto other = Load(doc, R"({"tokenizer_class": "Qwen2Tokenizer", "add_bos_token": true})");
+  EXPECT_EQ(Encode(*other, "ab", true), (Ids{6}));
+}
+
+TEST(ConfigRules, DeepSeekV3GetsItsBosFromLlamaTokenizerFast) {
+  auto raw = Tokenizer::FromJson(testing::ReadWholeFile(testing::ModelDir("deepseek_v3") + "/tokenizer.json"), "");
+  auto dir = Tokenizer::LoadDir(testing::ModelDir("deepseek_v3"));
+  ASSERT_TRUE(raw.ok() && dir.ok());
+  EXPECT_EQ(Encode(**raw, "Hello world", true), (Ids{19923, 2058}));
+  EXPECT_EQ(Encode(**dir, "Hello world", true), (Ids{0, 19923, 2058}));
+  EXPECT_EQ(Encode(**dir, "Hello world", false), (Ids{19923, 2058}));
+}
+
+TEST(Cache, RepeatedAndConcurrentEncodesGiveTheSameIds) {
+  auto t = Tokenizer::LoadDir(testing::ModelDir("qwen3"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const std::string text = "You are a helpful assistant. 你好，世界! def f(x): return x ** 2  \n\n";
+  const Ids first = Encode(**t, text);
+  EXPECT_EQ(Encode(**t, text), first);
+  std::vector<std::thread> threads;
+  std::vector<Ids> results(4);
+  for (size_t i = 0; i < results.size(); ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 200; ++k) {
+        Ids ids;
+        ASSERT_TRUE((*t)->Encode(text + std::to_string(k % 7), false, &ids).ok());
+        if (k == 199) results[i] = ids;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const Ids& r : results) EXPECT_EQ(r, Encode(**t, text + "3"));
+}
+
+TEST(Vocabulary, TokenToIdAndVocabSize) {
+  auto t = Load(TinyTokenizerJson());
+  EXPECT_EQ(t->TokenToId("abc"), 7);
+  EXPECT_EQ(t->TokenToId("</s>"), 21);
+  EXPECT_EQ(t->TokenToId("zzz"), -1);
+  EXPECT_EQ(t->VocabSize(), 22u);
+}
+
+}  // namespace
+}  // namespace kvidx::tokenizer
