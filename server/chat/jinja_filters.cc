@@ -341,7 +341,8 @@ Value Round(Interpreter& in, const Value& v, CallArgs& a) {
   double x = ToDouble(v);
   double scale = std::pow(10.0, static_cast<double>(prec));
   double r;
-  if (method == "common") r = std::round(x * scale) / scale;
+  // Python's round(): half to even (the current FP rounding mode).
+  if (method == "common") r = std::nearbyint(x * scale) / scale;
   else if (method == "ceil") r = std::ceil(x * scale) / scale;
   else if (method == "floor") r = std::floor(x * scale) / scale;
   else Fail("method must be common, ceil or floor");

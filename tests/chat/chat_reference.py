@@ -14,7 +14,7 @@ transformers does.
 
 Usage: chat_reference.py NPM_DIR OUT_JSON [CASES_PER_TEMPLATE]
 Writes {model: {"has_template": bool, "cases": [{"request", "ok", "text" |
-"error", "raised"}]}}.
+"error", "raised"}]}} and "features": the language-feature snippets.
 """
 import json
 import random
@@ -301,6 +301,78 @@ def conversation(rng, model):
     return req
 
 
+
+# --- language features: snippets rendered with chat_template_kwargs --------
+# Not covered on purpose (known differences, see server/chat/py_text.h):
+# printing a tuple (kvidx prints tuples as lists) and casing non-ASCII text.
+FEATURE_VARS = {"s": "  Hello, World  ", "n": 7, "f": 2.5, "xs": [3, 1, 2, 1], "d": {"b": 2, "a": 1, "c": None},
+                "people": [{"name": "ann", "age": 30, "tags": ["x"]}, {"name": "Bob", "age": 25, "tags": []},
+                           {"name": "cy", "age": 35}],
+                "t": True, "u8": "héllo wörld 数学 👍", "nested": {"k": {"v": [1, {"w": "deep"}]}}}
+FEATURES = [
+    "{% if n > 5 %}big{% elif n > 2 %}mid{% else %}small{% endif %}",
+    "{% for x in xs %}{{ loop.index }}/{{ loop.index0 }}/{{ loop.length }}/{{ loop.revindex }}{{ ',' if not loop.last }}{% endfor %}",
+    "{% for x in xs %}{{ loop.first }}{{ loop.previtem is defined }}{{ loop.nextitem | default('-') }};{% endfor %}",
+    "{% for x in xs if x > 1 %}{{ x }}{{ loop.length }}{% else %}none{% endfor %}",
+    "{% for x in [] %}{{ x }}{% else %}empty{% endfor %}",
+    "{% for x in xs %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% endfor %}|{% for x in xs %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% endfor %}",
+    "{% set a = 1 %}{% for x in xs %}{% set a = a + x %}{% endfor %}{{ a }}",
+    "{% set ns = namespace(total=0, names='') %}{% for p in people %}{% set ns.total = ns.total + p.age %}{% set ns.names = ns.names ~ p.name %}{% endfor %}{{ ns.total }} {{ ns.names }}",
+    "{% set block %}inner {{ n }}{% endset %}[{{ block }}]",
+    "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('a') }} {{ greet('b', '?') }} {{ greet(name='c', punct='.') }}",
+    "{% macro box() %}[{{ caller() }}]{% endmacro %}{% call box() %}inside {{ n }}{% endcall %}",
+    "{{ s | trim }}|{{ s | length }}|{{ missing | default('dflt') }}|{{ '' | default('e', true) }}|{{ s | lower }}|{{ s | upper }}",
+    "{{ 'hello wORLD-foo(bar' | title }}|{{ 'hELLO' | capitalize }}|{{ s | replace('l', 'L') }}|{{ xs | join('-') }}",
+    "{{ xs | first }}{{ xs | last }}{{ 'abc' | list }}{% for k, v in d | items %}{{ k }}{{ v }}{% endfor %}{{ xs | reverse | list }}{{ xs | sort }}{{ xs | unique | list }}",
+    "{{ people | selectattr('age', 'gt', 26) | map(attribute='name') | join(',') }}|{{ people | rejectattr('tags') | map(attribute='name') | list }}",
+    "{{ xs | select('odd') | list }}{{ xs | reject('even') | list }}{% for k, v in d | dictsort %}{{ k }}{{ v }}{% endfor %}{{ people | map(attribute='tags', default='none') | list }}",
+    "{{ 'a\nb\n\nc' | indent(2) }}|{{ 'a\nb' | indent(3, true) }}|{{ '42' | int + 1 }}|{{ 'x' | int(5) }}|{{ '2.5' | float }}|{{ -3 | abs }}|{{ 2.567 | round(2) }}|{{ 2.5 | round }}",
+    "{{ '<a href=\"x\">' | e }}|{{ s | safe }}|{{ xs | count }}|{{ 'one two  three' | wordcount }}|{{ people | length }}|{{ xs | sum }}|{{ xs | min }}{{ xs | max }}",
+    "{{ d | tojson }}|{{ people | tojson(indent=2) }}|{{ u8 | tojson }}|{{ d | tojson(sort_keys=true) }}|{{ nested | tojson(separators=(',', ':')) }}",
+    "{{ n is defined }}{{ zz is undefined }}{{ d.c is none }}{{ s is string }}{{ d is mapping }}{{ xs is iterable }}{{ s is sequence }}{{ n is number }}{{ n is integer }}{{ t is boolean }}{{ t is true }}{{ t is false }}",
+    "{{ n is equalto 7 }}{{ n is eq 7 }}{{ 1 is in xs }}{{ none is sameas none }}{{ n is odd }}{{ n is even }}{{ 9 is divisibleby 3 }}{{ f is float }}{{ n is not string }}",
+    "{{ 'a' ~ 1 ~ none }}|{{ 1 in xs }}{{ 5 not in xs }}{{ 'ell' in s }}{{ 'a' in d }}|{{ 7 // 2 }}{{ -7 // 2 }}{{ 7 % 3 }}{{ -7 % 3 }}{{ 7 / 2 }}{{ 2 ** 10 }}{{ 1 + 2 * 3 - 4 }}",
+    "{{ xs[1:3] }}{{ xs[::-1] }}{{ xs[-1] }}{{ u8[1:4] }}{{ u8[::-1] }}{{ s[2:] }}{{ xs[::2] }}{{ u8[-2] }}",
+    "{{ 'yes' if t else 'no' }}{{ 'x' if not t }}|{{ [1, 'a', none, true, 2.0] }}|{{ {'k': 'v', 'n': [1]} }}|{{ (1, 2) | list }}",
+    "{{ d.b }}{{ d['a'] }}{{ nested.k.v[1].w }}{{ d.get('zz', 'G') }}{{ d.get('a') }}{{ d.keys() | list }}{{ d.values() | list }}{{ d.items() | map('first') | join }}",
+    "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ 'xxhixx'.strip('x') }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ 'a.b.c'.rsplit('.', 1) }}|{{ 'a b c'.split(' ', 1) }}",
+    "{{ s.startswith('  He') }}{{ s.endswith(('x', '  ')) }}{{ s.replace('o', '0', 1) }}{{ 'abc'.upper() }}{{ 'ABC'.lower() }}{{ 'hello world'.title() }}{{ s.find('W') }}{{ s.count('l') }}{{ '{} and {}'.format(1, 'b') }}",
+    "{{- '  a  ' -}}   {{- 'b' }}  {%- if true -%}  c  {%- endif -%}  d",
+    "x\n  {% if true %}\n  y\n  {% endif %}\nz\n",
+    "a {# comment #} b\n{#- stripped -#}\n c {% raw %}{{ not }}{% if %}{% endraw %} d",
+    "{{ d.zz }}|{{ zz }}|{% for x in zz %}{{ x }}{% endfor %}|{{ zz | length }}|{{ (zz or 'fallback') }}",
+    "{{ u8 | length }}{{ 'abc' | upper }}{{ u8[0] }}{{ u8 | reverse }}",
+    "{% set a, b = [1, 2] %}{{ a }}{{ b }}{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}",
+    "{{ range(3) | list }}{{ range(1, 10, 3) | list }}{{ dict(a=1, b='x') }}{% for i in range(2) %}{{ i }}{% endfor %}",
+    "{{ 1 == 1.0 }}{{ true == 1 }}{{ 'a' < 'b' }}{{ xs == [3, 1, 2, 1] }}{{ 1 < 2 < 3 }}{{ 0.1 + 0.2 }}{{ 1e20 }}{{ 1.5e-7 }}{{ 100.0 }}{{ -0.0 }}",
+    "{{ raise_exception('custom failure: ' ~ n) }}",
+    "{{ zz.attr }}",
+    "{{ d.c.startswith('a') }}",
+    "{{ 'a' + 1 }}",
+    "{{ 1 / 0 }}",
+    "{{ xs | tojson(indent='\t') }}{{ [] | tojson }}{{ {} | tojson(indent=2) }}",
+    "{% filter upper %}shout {{ n }}{% endfilter %}",
+    "{% if xs | selectattr('x', 'defined') | list | length == 0 %}nodefs{% endif %}",
+]
+
+
+def render_features():
+    out = []
+    for src in FEATURES:
+        req = {"messages": [], "add_generation_prompt": False, "chat_template_kwargs": FEATURE_VARS}
+        case = {"template": src, "request": req}
+        try:
+            env, template = compile_template(src)
+            case["text"] = render(template, "string", {}, req)
+            case["ok"] = True
+        except jinja2.exceptions.TemplateError as e:
+            case.update(ok=False, error=str(e), raised=type(e) is jinja2.exceptions.TemplateError)
+        except Exception as e:  # noqa: BLE001
+            case.update(ok=False, error=f"{type(e).__name__}: {e}", raised=False)
+        out.append(case)
+    return out
+
+
 def main():
     npm_dir, out_path = sys.argv[1], sys.argv[2]
     per_template = int(sys.argv[3]) if len(sys.argv) > 3 else 600
@@ -330,6 +402,7 @@ def main():
             except Exception as e:  # noqa: BLE001 -- any failure must fail in kvidx too
                 case.update(ok=False, error=f"{type(e).__name__}: {e}", raised=False)
             entry["cases"].append(case)
+    result["features"] = render_features()
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump(result, f, ensure_ascii=False)
 

@@ -120,3 +120,34 @@ INSTANTIATE_TEST_SUITE_P(Models, ChatDifferential,
 
 }  // namespace
 }  // namespace kvidx::chat
+
+namespace kvidx::chat {
+namespace {
+
+// Language-feature snippets (chat_reference.py FEATURES), rendered by both.
+TEST(ChatFeatures, SnippetsRenderLikeJinja2) {
+  ASSERT_FALSE(Reference().is_null()) << "tests/chat/chat_reference.py failed";
+  const Json& features = Reference()["features"];
+  ASSERT_GE(features.size(), 40u);
+  for (const Json& c : features) {
+    std::string src = c["template"].get<std::string>();
+    auto tmpl = ChatTemplate::FromSource(src, "");
+    if (!tmpl.ok()) {
+      EXPECT_FALSE(c["ok"].get<bool>()) << src << ": kvidx does not parse: " << tmpl.status().ToString();
+      continue;
+    }
+    auto got = (*tmpl)->Render(c["request"].dump());
+    if (c["ok"].get<bool>()) {
+      ASSERT_TRUE(got.ok()) << src << ": " << got.status().ToString();
+      EXPECT_EQ(got.value(), c["text"].get<std::string>()) << src;
+    } else {
+      EXPECT_FALSE(got.ok()) << src << " rendered " << got.value() << ", reference failed: " << c["error"];
+      if (!got.ok() && c["raised"].get<bool>()) {
+        EXPECT_EQ(got.status().message(), c["error"].get<std::string>());
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvidx::chat
