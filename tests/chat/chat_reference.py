@@ -27,6 +27,8 @@ import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 MODELS = ["qwen3", "llama3_1", "deepseek_v3", "gemma3", "gptoss", "llama2"]
+OVERRIDES = {"gptoss": "tool_heavy.jinja", "llama2": "llama2_style.jinja"}
+TEMPLATE_DIR = __import__("os").path.join(__import__("os").path.dirname(__import__("os").path.abspath(__file__)), "templates")
 
 
 # --- transformers' environment ---------------------------------------------
@@ -385,7 +387,12 @@ def main():
         entry = {"has_template": isinstance(source, str), "cases": []}
         result[model] = entry
         if not isinstance(source, str):
-            continue
+            # The package ships no template: render kvidx's own test template
+            # of that family instead (passed to kvidx as the override file).
+            override = OVERRIDES[model]
+            with open(f"{TEMPLATE_DIR}/{override}", encoding="utf-8") as f:
+                source = f.read()
+            entry["override"] = override
         env, template = compile_template(source)
         fmt = detect_content_format(env, source)
         entry["content_format"] = fmt
