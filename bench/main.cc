@@ -7,6 +7,7 @@
 //   kvidx-bench snapshot [--n=N]           snapshot / restore of N index entries
 //   kvidx-bench ingest ...                 PUB -> decode -> sink, end to end
 //   kvidx-bench grpc ...                   FindPrefix over gRPC while ingest runs
+//   kvidx-bench chat [--iterations=N]      chat-template render of an 8K-token request
 //
 // Custom drivers exist where Google Benchmark's per-iteration model does not
 // fit: W1 and W2 report a checksum, latency percentiles and resident-memory
@@ -29,6 +30,7 @@
 #include "bench/grpc_bench.h"
 #define KVIDX_HAVE_GRPC 1
 #endif
+#include "bench/chat_bench.h"
 #include "bench/owners_bench.h"
 #if __has_include("bench/ingest_bench.h")
 #include "bench/ingest_bench.h"
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], "w1") == 0) return RunW1Bench(argc - 1, argv + 1);
 #endif
     if (std::strcmp(argv[1], "w2") == 0) return RunW2Bench(argc - 1, argv + 1);
+    if (std::strcmp(argv[1], "chat") == 0) return RunChatBench(argc - 1, argv + 1);
 #ifdef KVIDX_HAVE_SNAPSHOT
     if (std::strcmp(argv[1], "snapshot") == 0) return RunSnapshotBench(argc - 1, argv + 1);
 #endif

@@ -246,6 +246,9 @@ Value Interpreter::DefineMacro(const Stmt& s, const Stmt* caller_body) {
       ++i;
     }
     for (const auto& [k, v] : args.keyword) if (k == "caller") scope["caller"] = v;
+    // Python would stop runaway recursion with RecursionError.
+    if (in.call_depth_ >= 100) TypeError("maximum macro recursion depth (100) exceeded");
+    ++in.call_depth_;
     // A macro sees the template's top level, not its caller's locals.
     std::vector<std::map<std::string, Value>> saved;
     saved.swap(in.scopes_);
@@ -256,9 +259,11 @@ Value Interpreter::DefineMacro(const Stmt& s, const Stmt* caller_body) {
       text = in.Capture(caller_body ? caller_body->body : macro->body);
     } catch (...) {
       in.scopes_.swap(saved);
+      --in.call_depth_;
       throw;
     }
     in.scopes_.swap(saved);
+    --in.call_depth_;
     return Value::Of(std::move(text));
   });
 }

@@ -70,7 +70,7 @@ class Interpreter {
   uint64_t steps_ = 0;
   std::vector<std::map<std::string, Value>> scopes_;
   std::vector<std::string> outputs_;
-  size_t output_bytes_ = 0;
+  int call_depth_ = 0;
 };
 
 // Built-ins (jinja_filters.cc, jinja_tests.cc, jinja_methods.cc, jinja_globals.cc).

@@ -14,6 +14,10 @@ struct ParseError {
   int line;
 };
 
+// Nesting beyond this is refused: the parser and the evaluator recurse once
+// per level, and a template is untrusted input.
+constexpr int kMaxNesting = 256;
+
 class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : toks_(std::move(tokens)) {}
@@ -73,6 +77,7 @@ class Parser {
   // Statements up to a block whose first name is in `end_names` (the
   // cursor is left on that name) or the end of the template.
   std::vector<StmtPtr> Statements(const std::set<std::string>& end_names) {
+    Nest nest(this);
     std::vector<StmtPtr> out;
     while (true) {
       const Token& t = Cur();
@@ -293,6 +298,7 @@ class Parser {
   }
 
   ExprPtr Expression(bool with_condexpr) {
+    Nest nest(this);
     if (!with_condexpr) return Or();
     int line = Cur().line;
     ExprPtr e = Or();
@@ -414,6 +420,7 @@ class Parser {
     return l;
   }
   ExprPtr Unary(bool with_filter) {
+    Nest nest(this);
     int line = Cur().line;
     ExprPtr e;
     if (IsOp("-") || IsOp("+")) {
@@ -636,8 +643,18 @@ class Parser {
     return c;
   }
 
+  // Counts one level of recursion for the lifetime of the guard.
+  struct Nest {
+    explicit Nest(Parser* p) : p(p) {
+      if (++p->depth_ > kMaxNesting) p->Fail("template nested too deeply (more than " + std::to_string(kMaxNesting) + " levels)");
+    }
+    ~Nest() { --p->depth_; }
+    Parser* p;
+  };
+
   std::vector<Token> toks_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -126,6 +126,21 @@ TEST(ChatRender, HugeOutputHitsMaxOutputBytes) {
   EXPECT_FALSE(cap.ok());
 }
 
+TEST(ChatRender, DeepNestingAndRecursionAreRefused) {
+  std::string deep = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
+  auto t = ChatTemplate::FromSource(deep, "");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("nested too deeply"), std::string::npos) << t.status().message();
+  std::string ifs;
+  for (int i = 0; i < 1000; ++i) ifs += "{% if true %}";
+  for (int i = 0; i < 1000; ++i) ifs += "{% endif %}";
+  EXPECT_FALSE(ChatTemplate::FromSource(ifs, "").ok());
+  auto r = RenderWith("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("recursion"), std::string::npos) << r.status().message();
+  EXPECT_EQ(R("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(5) }}"), "54321");
+}
+
 TEST(ChatRender, BadRequests) {
   const std::string tmpl = "{{ messages | length }}";
   for (const char* bad : {"", "not json", "[1, 2]", "{}", R"({"messages": "hi"})", R"({"messages": [1]})",
