@@ -14,7 +14,8 @@ transformers does.
 
 Usage: chat_reference.py NPM_DIR OUT_JSON [CASES_PER_TEMPLATE]
 Writes {model: {"has_template": bool, "cases": [{"request", "ok", "text" |
-"error", "raised"}]}} and "features": the language-feature snippets.
+"error", "raised" (by raise_exception), "template_error" (jinja2's
+TemplateError or a subclass such as UndefinedError)}]}} and "features": the language-feature snippets.
 """
 import json
 import random
@@ -141,6 +142,8 @@ def parse_message(m, fmt):
     texts = text_parts(m.get("content"))
     out = {"role": role}
     out["content"] = [{"type": "text", "text": t} for t in texts] if fmt == "openai" else "\n".join(texts)
+    if role == "developer":
+        pass
     if role == "assistant":
         if m.get("tool_calls") is not None:
             out["tool_calls"] = json.loads(json.dumps(m["tool_calls"]))
@@ -154,6 +157,8 @@ def parse_message(m, fmt):
             out["content"] = "\n".join(texts) if texts else ""
     if isinstance(m.get("name"), str):
         out["name"] = m["name"]
+    if role == "developer":
+        out["tools"] = m.get("tools")
     return out
 
 
@@ -193,9 +198,38 @@ def special_tokens(config):
     return out
 
 
-def render(template, fmt, specials, request):
+def developer_to_system(conversation):
+    """vllm/renderers/hf.py _convert_developer_to_system + _consolidate_system_messages."""
+    converted = []
+    for msg in conversation:
+        if msg["role"] == "developer":
+            msg = dict(msg)
+            msg["role"] = "system"
+            msg.pop("tools", None)
+        converted.append(msg)
+    system_contents, non_system, needs = [], [], False
+    for i, msg in enumerate(converted):
+        if msg["role"] == "system":
+            if i > 0 or system_contents:
+                needs = True
+            c = msg.get("content", "")
+            if isinstance(c, list):
+                c = "\n".join(p["text"] if isinstance(p, dict) and "text" in p else p for p in c
+                              if (isinstance(p, dict) and "text" in p) or isinstance(p, str))
+            if c:
+                system_contents.append(c)
+        else:
+            non_system.append(msg)
+    if not needs:
+        return converted
+    return [{"role": "system", "content": "\n\n".join(system_contents)}, *non_system]
+
+
+def render(template, fmt, specials, request, developer_named=False):
     conversation = [parse_message(m, fmt) for m in request["messages"]]
     postprocess(conversation)
+    if any(m["role"] == "developer" for m in conversation) and not developer_named:
+        conversation = developer_to_system(conversation)
     agp = request.get("add_generation_prompt", True)
     cfm = request.get("continue_final_message", False)
     if cfm and agp:
@@ -203,6 +237,11 @@ def render(template, fmt, specials, request):
             raise RequestError("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
         raise RequestError("continue_final_message and add_generation_prompt are not compatible.")
     kwargs = dict(request.get("chat_template_kwargs") or {})
+    effort = request.get("reasoning_effort")
+    if effort is not None and "enable_thinking" not in kwargs:
+        kwargs["enable_thinking"] = effort != "none"
+    if effort not in (None, "auto"):
+        kwargs["reasoning_effort"] = effort
     tools = [dump_tool(t) for t in request["tools"]] if request.get("tools") is not None else None
     ctx = {**specials, **kwargs}
     text = template.render(messages=conversation, tools=tools, documents=request.get("documents"),
@@ -283,6 +322,13 @@ def conversation(rng, model):
         msgs.append(a)
     if rng.random() < 0.05:
         msgs.insert(rng.randint(0, len(msgs)), {"role": "user", "content": "out of order"})
+    if rng.random() < 0.05:
+        msgs.insert(rng.randint(0, len(msgs)), {"role": "developer", "content": content(rng, "Developer says hi")})
+    if rng.random() < 0.05:
+        msgs[0]["name"] = "alice"
+    if rng.random() < 0.03:
+        msgs[-1]["content"] = [{"type": "text", "text": "part one"}, {"type": "refusal", "refusal": "no"},
+                               {"type": "text", "text": None}, "bare string part"]
     req = {"messages": msgs}
     if rng.random() < 0.4:
         req["tools"] = rng.sample(TOOLS, rng.randint(1, len(TOOLS)))
@@ -296,7 +342,13 @@ def conversation(rng, model):
         req["chat_template_kwargs"] = {"enable_thinking": False}
     elif k < 0.5:
         req["chat_template_kwargs"] = {"enable_thinking": True}
-    if rng.random() < 0.15 and msgs[-1]["role"] == "user":
+    if rng.random() < 0.05:
+        req["reasoning_effort"] = rng.choice(["low", "high", "none"])
+    if rng.random() < 0.03:
+        req["documents"] = [{"title": "Doc", "text": "Body ✓"}]
+    if rng.random() < 0.02:
+        req["messages"] = []
+    if rng.random() < 0.15 and req["messages"] and msgs[-1]["role"] == "user":
         msgs.append({"role": "assistant", "content": content(rng, rng.choice(["The answer is", "Sure! ", "数学", "  partial  "]))})
         req["continue_final_message"] = True
         req["add_generation_prompt"] = False
@@ -368,7 +420,8 @@ def render_features():
             case["text"] = render(template, "string", {}, req)
             case["ok"] = True
         except jinja2.exceptions.TemplateError as e:
-            case.update(ok=False, error=str(e), raised=type(e) is jinja2.exceptions.TemplateError)
+            case.update(ok=False, error=str(e), raised=type(e) is jinja2.exceptions.TemplateError,
+                            template_error=True)
         except Exception as e:  # noqa: BLE001
             case.update(ok=False, error=f"{type(e).__name__}: {e}", raised=False)
         out.append(case)
@@ -402,10 +455,12 @@ def main():
             req = conversation(rng, model)
             case = {"request": req}
             try:
-                case["text"] = render(template, fmt, specials, req)
+                case["text"] = render(template, fmt, specials, req,
+                                      '"developer"' in source or "'developer'" in source)
                 case["ok"] = True
             except jinja2.exceptions.TemplateError as e:
-                case.update(ok=False, error=str(e), raised=type(e) is jinja2.exceptions.TemplateError)
+                case.update(ok=False, error=str(e), raised=type(e) is jinja2.exceptions.TemplateError,
+                            template_error=True)
             except Exception as e:  # noqa: BLE001 -- any failure must fail in kvidx too
                 case.update(ok=False, error=f"{type(e).__name__}: {e}", raised=False)
             entry["cases"].append(case)
