@@ -358,7 +358,8 @@ def conversation(rng, model):
 
 # --- language features: snippets rendered with chat_template_kwargs --------
 # Not covered on purpose (known differences, see server/chat/py_text.h):
-# printing a tuple (kvidx prints tuples as lists) and casing non-ASCII text.
+# printing a tuple or a range (kvidx prints both as lists) and casing
+# non-ASCII text.
 FEATURE_VARS = {"s": "  Hello, World  ", "n": 7, "f": 2.5, "xs": [3, 1, 2, 1], "d": {"b": 2, "a": 1, "c": None},
                 "people": [{"name": "ann", "age": 30, "tags": ["x"]}, {"name": "Bob", "age": 25, "tags": []},
                            {"name": "cy", "age": 35}],
@@ -407,6 +408,32 @@ FEATURES = [
     "{{ xs | tojson(indent='\t') }}{{ [] | tojson }}{{ {} | tojson(indent=2) }}",
     "{% filter upper %}shout {{ n }}{% endfilter %}",
     "{% if xs | selectattr('x', 'defined') | list | length == 0 %}nodefs{% endif %}",
+    "a\n\t  {%+ if true %}kept{% endif %}\n\t {% if true %}stripped{% endif %}\n  {{ 'var' }}\n  {# c #}\nend",
+    "line\r\nwindows\r\n{% if true %}\r\nx\r\n{% endif %}\r\n",
+    "{% raw -%}   raw {{ x }}   {%- endraw %}|{%- raw %} r {% endraw -%}  |",
+    "{{ '\\u00e9\\x41\\n\\t\\\\' }}|{{ \"it's\" }}|{{ 'say \"hi\"' }}|{{ 'a' 'b' }}",
+    "{{ 1.0 | string }}{{ 3 | string }}{{ 12345678901234 }}{{ -5 // 2 }}{{ 2.0 * 3 }}{{ 10 / 5 }}{{ 7 % -3 }}{{ -7.5 // 2 }}",
+    "{{ u8[-3:] }}|{{ u8[:-3] }}|{{ u8[10:2] }}|{{ xs[5:] }}|{{ xs[-10:2] }}|{{ 'abcdef'[::-2] }}",
+    "{{ 'a b c d'.split(' ', 2) }}{{ 'a b c d'.rsplit(None, 1) }}{{ '  x  y  '.split(None) }}{{ 'a--b--'.split('--') }}",
+    "{{ not 1 in xs }}{{ not (1 in xs) }}{{ 1 not in xs }}{{ xs | length is odd }}{{ (xs | first) is number }}",
+    "{% for k, v in d.items() if v is not none %}{{ loop.index }}{{ k }}{% endfor %}|{% for p in people %}{{ loop.cycle('odd', 'even') }}{% endfor %}",
+    "{% set ns = namespace(inner=namespace(v=1)) %}{% set ns.x = 5 %}{{ ns.x }}{{ ns.inner.v }}{{ ns.missing is defined }}",
+    "{% macro row(a, b=2) %}{{ a }}-{{ b }}{{ caller('arg') if caller is defined }}{% endmacro %}{{ row(1) }}|{% call(x) row(3, b=4) %}<{{ x }}>{% endcall %}",
+    "{{ 'x' if false }}|{{ none | string }}|{{ [] | first is undefined }}|{{ {} | length }}|{{ none is none }}|{{ d.a is integer }}{{ f is integer }}",
+    "{% if xs %}{% for x in xs %}{% if loop.first %}[{% endif %}{{ x }}{% if not loop.last %}, {% else %}]{% endif %}{% endfor %}{% endif %}",
+    "{%- for m in people -%}\n  {{- m.name | capitalize -}}\n  {%- if m.tags is defined and m.tags | length > 0 %}({{ m.tags | join(',') }}){% endif -%}\n{%- endfor %}",
+    "{{ people | map(attribute='age') | sum }}|{{ people | sort(attribute='age', reverse=true) | map(attribute='name') | join }}|{{ people | selectattr('tags', 'defined') | list | length }}",
+    "{{ s.startswith(('x', '  H')) }}{{ 'abc'.find('z') }}{{ 'a,b'.replace(',', '') }}{{ 'Hello'.lower().upper() }}{{ '  x '.strip().upper() }}",
+    "{{ xs | map('string') | join('+') }}{{ xs | select('equalto', 1) | list }}{{ xs | reject('in', [1, 2]) | list }}{{ people | map(attribute='name') | map('upper') | list }}",
+    "{{ nested | tojson(indent=4) }}{{ 'é\"\\n' | tojson }}{{ 'é' | tojson(ensure_ascii=true) }}{{ '😀' | tojson(ensure_ascii=true) }}",
+    "{% set x = 'outer' %}{% for i in [1] %}{% set x = 'inner' %}{{ x }}{% endfor %}{{ x }}{% if true %}{% set x = 'if' %}{% endif %}{{ x }}",
+    "{{ messages | length }}{{ tools is none }}{{ add_generation_prompt }}{{ documents }}",
+    "{{ (n > 5) and 'yes' or 'no' }}{{ 0 or '' or 'last' }}{{ 1 and 2 }}{{ none or 0 }}{{ [] and 1 }}",
+    "{{ 'x' ~ undefined_var ~ 'y' }}{{ undefined_var | default(1) + 1 }}{{ undefined_var is not defined }}",
+    "{% for a in [[1, 2], [3, 4]] %}{% for b in a %}{{ loop.index }}{{ b }}{% endfor %}{{ loop.index }};{% endfor %}",
+    "{% for x in xs %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% if loop.index > 2 %}{% break %}{% endif %}{% else %}never{% endfor %}",
+    "{{ range(5)[1:3] | list }}{{ range(3) | reverse | list }}{{ [1, [2, [3]]] | tojson }}{{ {'a': {'b': []}} }}",
+    "{{ s | trim('  H') }}{{ 'xxaxx' | trim('x') }}{{ '  a  ' | length }}{{ s | wordcount }}{{ 'A' | lower is lower }}",
 ]
 
 
