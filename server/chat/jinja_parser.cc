@@ -133,15 +133,15 @@ class Parser {
   StmtPtr If() {
     auto s = NewStmt(StmtKind::kIf);
     Next();
-    s->expr = TupleExpr(false);
+    s->expr = TupleExpr(/*with_condexpr=*/false);
     ExpectBlockEnd();
     s->body = Statements({"elif", "else", "endif"});
     if (SkipName("elif")) {
-      // elif parses as an if nested in else; its endif is shared.
+      // elif parses as an if nested in else, sharing the endif: the elif
+      // token is re-read as `if`.
       --pos_;
       toks_[pos_].value = "if";
-      auto nested = IfNoEnd();
-      s->else_body.push_back(std::move(nested));
+      s->else_body.push_back(If());
       return s;
     }
     if (SkipName("else")) {
@@ -152,8 +152,6 @@ class Parser {
     ExpectBlockEnd();
     return s;
   }
-  // An `if` whose closing endif is consumed by the caller chain.
-  StmtPtr IfNoEnd() { return If(); }
 
   std::vector<std::string> AssignTargets(bool* is_attr, std::string* attr) {
     std::vector<std::string> names;
@@ -180,7 +178,7 @@ class Parser {
     Next();
     s->targets = AssignTargets(nullptr, nullptr);
     if (!SkipName("in")) Fail("expected 'in', got '" + Describe() + "'");
-    s->expr = TupleExpr(false, /*allow_condexpr=*/false);
+    s->expr = TupleExpr(/*with_condexpr=*/false);
     if (SkipName("if")) s->filter = Expression(true);
     if (SkipName("recursive")) Fail("recursive loops are not supported");
     ExpectBlockEnd();
@@ -273,9 +271,9 @@ class Parser {
     return s;
   }
 
-  // parse_tuple: an expression, or a tuple if commas follow.
-  ExprPtr TupleExpr(bool allow_condexpr_default, bool allow_condexpr = true) {
-    (void)allow_condexpr_default;
+  // parse_tuple: an expression, or a tuple if commas follow. A for loop's
+  // iterable is parsed without conditional expressions (its `if` filters).
+  ExprPtr TupleExpr(bool with_condexpr) {
     int line = Cur().line;
     std::vector<ExprPtr> items;
     bool is_tuple = false;
@@ -285,7 +283,7 @@ class Parser {
         is_tuple = true;
         if (Cur().kind == TokenKind::kBlockEnd || Cur().kind == TokenKind::kVarEnd || IsName("if") || IsOp(")")) break;
       }
-      items.push_back(Expression(allow_condexpr));
+      items.push_back(Expression(with_condexpr));
       if (!IsOp(",")) break;
     }
     if (!is_tuple) {

@@ -199,6 +199,8 @@ TEST(ChatRender, LoadDirPicksOverrideThenJinjaFileThenConfig) {
   auto cfg = ChatTemplate::LoadDir(dir.string(), "");
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   EXPECT_EQ((*cfg)->Render(R"({"messages": []})").value(), "cfg<B>");
+  EXPECT_EQ((*cfg)->Render(R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}]})").value(),
+            "tools");
   write(dir / "chat_template.jinja", "file{{ bos_token }}\n");
   auto file = ChatTemplate::LoadDir(dir.string(), "");
   ASSERT_TRUE(file.ok());
