@@ -280,12 +280,40 @@ Json SpecialTokens(const Json& config) {
   return out;
 }
 
+namespace {
+
+// The renderer walks values recursively (tojson, repr, equality); a request
+// nested deeper than any chat needs is refused instead.
+constexpr size_t kMaxJsonDepth = 128;
+
+bool TooDeep(const Json& root) {
+  std::vector<std::pair<const Json*, size_t>> stack{{&root, 1}};
+  while (!stack.empty()) {
+    auto [j, depth] = stack.back();
+    stack.pop_back();
+    if (!j->is_structured()) continue;
+    if (depth > kMaxJsonDepth) return true;
+    for (const Json& child : *j) stack.emplace_back(&child, depth + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
 Result<ChatRenderInput> BuildRenderInput(std::string_view request_json, ContentFormat format,
                                          bool template_names_developer, const Json& special_tokens) {
   Json req = Json::parse(request_json, nullptr, false);
   if (req.is_discarded()) return Status::InvalidArgument("chat request is not valid JSON");
+  if (TooDeep(req)) {
+    return Status::InvalidArgument("chat request nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
   try {
-    return Build(req, format, template_names_developer, special_tokens);
+    ChatRenderInput in = Build(req, format, template_names_developer, special_tokens);
+    // Tool-call arguments, parsed from their strings, may nest deeply too.
+    if (TooDeep(in.context)) {
+      return Status::InvalidArgument("chat request nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    }
+    return in;
   } catch (const RequestError& e) {
     return Status::InvalidArgument(e.message);
   } catch (const nlohmann::json::exception& e) {

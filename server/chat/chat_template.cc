@@ -60,6 +60,9 @@ class JinjaChatTemplate final : public ChatTemplate {
       return Status::InvalidArgument(std::string("template error: ") + e.what());
     } catch (const std::bad_alloc&) {
       return Status::OutOfRange("template rendering ran out of memory");
+    } catch (const std::exception& e) {
+      // Number conversions of the standard library (std::out_of_range, ...).
+      return Status::InvalidArgument(std::string("template error: ") + e.what());
     }
     if (!input->continue_final_message) return rendered;
     return CutAfterFinalMessage(std::move(rendered), input->final_content);

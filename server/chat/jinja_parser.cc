@@ -665,6 +665,9 @@ Result<StmtPtr> Parse(std::string_view source) {
     return p.Root();
   } catch (const ParseError& e) {
     return Status::InvalidArgument("template syntax error at line " + std::to_string(e.line) + ": " + e.message);
+  } catch (const std::exception& e) {
+    // A numeric literal beyond double's range (std::stod).
+    return Status::InvalidArgument(std::string("template syntax error: ") + e.what());
   }
 }
 

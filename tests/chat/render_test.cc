@@ -135,6 +135,17 @@ TEST(ChatRender, DeepNestingAndRecursionAreRefused) {
   for (int i = 0; i < 1000; ++i) ifs += "{% if true %}";
   for (int i = 0; i < 1000; ++i) ifs += "{% endif %}";
   EXPECT_FALSE(ChatTemplate::FromSource(ifs, "").ok());
+  std::string deep_request = R"({"messages": [{"role": "user", "content": "x", "extra": )" + std::string(100000, '[') +
+                             std::string(100000, ']') + "}]}";
+  auto dr = RenderWith("{{ messages | tojson }}", deep_request);
+  ASSERT_FALSE(dr.ok());
+  EXPECT_EQ(dr.status().code(), StatusCode::kInvalidArgument);
+  std::string deep_args = std::string(1000, '[') + std::string(1000, ']');
+  std::string args_request = R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": )"
+                             R"({"name": "f", "arguments": ")" + deep_args + R"("}}]}]})";
+  EXPECT_FALSE(RenderWith("{{ messages | tojson }}", args_request).ok());
+  EXPECT_FALSE(ChatTemplate::FromSource("{{ 1" + std::string(400, '0') + " }}", "").ok());
+  EXPECT_FALSE(RenderWith("{{ 'a'.format(1)}}{{ '{99999999999999999999}'.format(1) }}").ok());
   auto r = RenderWith("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("recursion"), std::string::npos) << r.status().message();
