@@ -9,6 +9,7 @@
 //   kvidx-bench grpc ...                   FindPrefix over gRPC while ingest runs
 //   kvidx-bench chat-prefix ...            a chat request -> FindPrefix in process
 //   kvidx-bench tokenize [--texts=N ...]   encode throughput beside Hugging Face's Rust tokenizers
+//   kvidx-bench chat [--iterations=N]      chat-template render of an 8K-token request
 //
 // Custom drivers exist where Google Benchmark's per-iteration model does not
 // fit: W1 and W2 report a checksum, latency percentiles and resident-memory
@@ -32,6 +33,7 @@
 #define KVIDX_HAVE_GRPC 1
 #endif
 #include "bench/chat_prefix_bench.h"
+#include "bench/chat_bench.h"
 #include "bench/owners_bench.h"
 #include "bench/tokenize_bench.h"
 #if __has_include("bench/ingest_bench.h")
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], "w1") == 0) return RunW1Bench(argc - 1, argv + 1);
 #endif
     if (std::strcmp(argv[1], "w2") == 0) return RunW2Bench(argc - 1, argv + 1);
+    if (std::strcmp(argv[1], "chat") == 0) return RunChatBench(argc - 1, argv + 1);
 #ifdef KVIDX_HAVE_SNAPSHOT
     if (std::strcmp(argv[1], "snapshot") == 0) return RunSnapshotBench(argc - 1, argv + 1);
 #endif

@@ -51,8 +51,8 @@ mapfile -t INDEX < <(prod index)
 mapfile -t INGEST < <(prod ingest)
 mapfile -t NODE < <(ls server/node.* server/node_metrics.h server/query_engine.* server/prefix_query.h server/route_*.* \
                       server/snapshot_*.* server/config.* server/prompt_encoder.* 2>/dev/null)
+mapfile -t SERVER < <(prod server | grep -v '^server/chat/')
 mapfile -t CHAT < <(prod server/chat)
-mapfile -t SERVER < <(prod server)
 mapfile -t TOKENIZER < <(prod server/tokenizer)
 
 check base 'base/' "$RPC|zmq|rocksdb" "${BASE[@]}"
@@ -61,10 +61,11 @@ check ingest 'base/|index/|ingest/' "$RPC|rocksdb|ingest/testing/" "${INGEST[@]}
 check "server (RPC-free: node, queries, snapshots, config)" 'base/|index/|ingest/|server/' \
   "$RPC|server/(kv_index_service|admin_service|proto_convert|server|metrics_endpoint|rpc_metrics|credentials|request_scan)\.h" \
   "${NODE[@]}"
-check "server/chat" 'base/|server/chat/' "$RPC|zmq|rocksdb" "${CHAT[@]}"
 check server 'base/|index/|ingest/|server/|kvidx/v1/' '/testing/' "${SERVER[@]}"
 # The tokenizer stands on base/ alone (PCRE2, ICU, nlohmann_json outside).
 check tokenizer 'base/|server/tokenizer/' "$RPC|zmq|rocksdb|msgpack" "${TOKENIZER[@]}"
+# The chat-template renderer stands alone: base/ and itself (plus nlohmann).
+check chat 'base/|server/chat/' "$RPC|zmq|rocksdb|/testing/" "${CHAT[@]}"
 
 # CMake lists sources explicitly: a .cc file no CMakeLists.txt names would
 # silently not be built (or tested).

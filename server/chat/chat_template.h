@@ -42,7 +42,8 @@ class ChatTemplate {
  public:
   // Template source, first found: `override_file` (if not empty),
   // <model_dir>/chat_template.jinja, tokenizer_config.json's chat_template
-  // (a string, or the entry named "default" of a list of named templates).
+  // (a string, or a list of named templates: "default", and "tool_use" for
+  // requests with tools, as transformers' get_chat_template picks).
   static Result<std::unique_ptr<ChatTemplate>> LoadDir(const std::string& model_dir,
                                                         const std::string& override_file,
                                                         RenderLimits limits = {});
