@@ -61,7 +61,8 @@ std::string ChatBody(int tokens, int query) {
   messages.push_back({{"role", "system"}, {"content", system}});
   std::string turn;
   for (int t = 0; static_cast<int>(system.size() + turn.size()) < 4 * tokens - 400; ++t) {
-    const std::string text = Paragraph(p++) + Paragraph(p++);
+    std::string text = Paragraph(p++);
+    text += Paragraph(p++);
     turn += text;
     messages.push_back({{"role", t % 2 == 0 ? "user" : "assistant"}, {"content", text}});
   }
