@@ -12,4 +12,6 @@
 // ones (warm: the repeated system prompt's pre-tokens are cached).
 #pragma once
 
+namespace kvidx {
 int RunChatPrefixBench(int argc, char** argv);
+}  // namespace kvidx

@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <gmock/gmock.h>
+
+#include "server/node.h"
 #include "server/server_test_util.h"
 
 namespace kvidx::server::testing {

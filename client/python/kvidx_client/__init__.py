@@ -103,11 +103,11 @@ def _prompt(message, tokens: Optional[Sequence[int]], hashes: Optional[Sequence[
     elif hashes is not None:
         message.hashes.u64.extend(hashes)
     elif text is not None:
-        message.text.text = text
+        message.text.text = text.encode()
     else:
         # The chat-completions body as the router received it: the server
         # renders the model's chat template as vLLM's chat endpoint does.
-        message.text.chat_request_json = chat if isinstance(chat, str) else json.dumps(chat)
+        message.text.chat_request_json = (chat if isinstance(chat, str) else json.dumps(chat)).encode()
 
 
 def _state(value: int) -> str:
@@ -179,9 +179,9 @@ class KvidxClient:
         if (text is None) == (chat is None):
             raise ValueError("give exactly one of text and chat")
         if text is not None:
-            req.prompt.text = text
+            req.prompt.text = text.encode()
         else:
-            req.prompt.chat_request_json = chat if isinstance(chat, str) else json.dumps(chat)
+            req.prompt.chat_request_json = (chat if isinstance(chat, str) else json.dumps(chat)).encode()
         return list(self._call(self.stub.Tokenize, req).token_ids)
 
     def route_done(self, route_id: int, *, ok: bool = True, prompt_tokens: int = 0, cached_tokens: int = 0) -> int:
