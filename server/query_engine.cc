@@ -100,7 +100,7 @@ Status QueryEngine::PromptKeys(const PrefixQuery& q, const ModelRuntime& model, 
     case PromptForm::kChat: return TextKeys(q, model, answer);
     case PromptForm::kNone: break;
   }
-  return Status::InvalidArgument("query: set tokens, hashes, text or messages");
+  return Status::InvalidArgument("query: set tokens, hashes or text");
 }
 
 Status QueryEngine::EncodeText(const PrefixQuery& q, const ModelRuntime& model, std::vector<int64_t>* ids,

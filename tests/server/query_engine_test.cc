@@ -99,7 +99,7 @@ TEST_F(QueryEngineTest, RefusesBadQueriesNamingTheField) {
   q.model = "nope";
   EXPECT_EQ(code_of(q).code(), StatusCode::kNotFound);
   q.model = kModel;
-  EXPECT_EQ(code_of(q).message(), "query: set tokens or hashes");
+  EXPECT_EQ(code_of(q).message(), "query: set tokens, hashes or text");
 
   const std::vector<int64_t> long_prompt(1001, 7);
   Status s = code_of(Tokens(long_prompt));
