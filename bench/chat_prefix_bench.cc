@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "index/block_hasher.h"
+#include "bench/publish_store.h"
 #include "ingest/testing/fake_engine.h"
 #include "server/node.h"
 #include "server/prompt_encoder.h"
@@ -74,24 +75,6 @@ std::string ChatBody(int tokens, int query) {
 double Percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
-}
-
-void PublishStore(ingest::FakeEngine* eng, const std::vector<BlockKey>& keys) {
-  ingest::EventBatch b;
-  b.ts = WallSeconds();
-  b.data_parallel_rank = 0;
-  for (size_t off = 0; off < keys.size(); off += 64) {
-    const size_t cnt = std::min<size_t>(64, keys.size() - off);
-    ingest::KvEvent e;
-    e.type = ingest::EventType::kBlockStored;
-    e.block_hashes = {static_cast<uint32_t>(b.keys.size()), static_cast<uint32_t>(cnt)};
-    for (size_t i = 0; i < cnt; ++i) b.keys.push_back(keys[off + i]);
-    if (off > 0) e.parent_block_hash = keys[off - 1];
-    e.block_size = 16;
-    e.medium = "GPU";
-    b.events.push_back(e);
-  }
-  eng->Publish(b, ingest::WireEra::Newest());
 }
 
 // First encode on a fresh PromptEncoder vs the median of repeated ones.

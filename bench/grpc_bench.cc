@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "index/block_hasher.h"
 #include "ingest/testing/encoder.h"
+#include "bench/publish_store.h"
 #include "ingest/testing/fake_engine.h"
 #include "kvidx/v1/kvidx.grpc.pb.h"
 #include "server/node.h"
@@ -76,26 +77,6 @@ double Pct(std::vector<double>& v, double p) {
   size_t k = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
   std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
   return v[k];
-}
-
-// Publishes one BlockStored of `keys` (chained from `parent`) in events of
-// at most 64 blocks.
-void PublishStore(ingest::FakeEngine* eng, const std::vector<BlockKey>& keys, size_t n) {
-  ingest::EventBatch b;
-  b.ts = WallSeconds();
-  b.data_parallel_rank = 0;
-  for (size_t off = 0; off < n; off += 64) {
-    size_t cnt = std::min<size_t>(64, n - off);
-    ingest::KvEvent e;
-    e.type = ingest::EventType::kBlockStored;
-    e.block_hashes = {static_cast<uint32_t>(b.keys.size()), static_cast<uint32_t>(cnt)};
-    for (size_t i = 0; i < cnt; ++i) b.keys.push_back(keys[off + i]);
-    if (off > 0) e.parent_block_hash = keys[off - 1];
-    e.block_size = 16;
-    e.medium = "GPU";
-    b.events.push_back(e);
-  }
-  eng->Publish(b, ingest::WireEra::Newest());
 }
 
 }  // namespace
@@ -178,7 +159,7 @@ int RunGrpcBench(int argc, char** argv) {
       n = std::max(n, shared);
       held[r][p] = n;
       if (n == 0) continue;
-      PublishStore(engines[r].get(), keys[p], n);
+      PublishStore(engines[r].get(), std::span<const BlockKey>(keys[p]).first(n));
       ++published;
     }
   }
