@@ -94,11 +94,13 @@ bool KubernetesWatcher::Sleep(milliseconds d) {
 }
 
 void KubernetesWatcher::Fail(KubeOutcome outcome, const std::string& detail) {
-  if (healthy_) {
+  // Once per outage, and again when its cause changes (a cut stream, then 401s).
+  if (healthy_ || outcome != last_failure_) {
     spdlog::warn("discovery {}: {} ({}); keeping the last engine set, retrying", config_.name,
                  KubeOutcomeName(outcome), detail);
   }
   healthy_ = false;
+  last_failure_ = outcome;
   sink_.result(outcome, detail);
 }
 

@@ -91,6 +91,7 @@ class KubernetesWatcher {
   std::map<std::string, EndpointSlice> slices_;  // by name
   std::string resource_version_;
   bool healthy_ = true;
+  KubeOutcome last_failure_ = KubeOutcome::kOk;
 };
 
 }  // namespace kvidx::server
