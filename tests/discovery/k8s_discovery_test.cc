@@ -7,7 +7,8 @@
 // from its resourceVersion without losing or repeating a change, bookmarks
 // advancing that resourceVersion, a wrong token counted with the last set
 // kept, a rotated token file, malformed events skipped and counted, an
-// untrusted certificate refused, and the token never logged.
+// untrusted certificate refused, a watch the server ends resumed, a slow
+// list timed out and retried, and the token never logged.
 //
 // Waits poll with generous deadlines; nothing asserts on how fast discovery
 // reacts, only on what it ends up doing.
@@ -377,6 +378,33 @@ TEST_F(K8sDiscoveryTest, ACutStreamResumesFromItsVersionWithoutLossOrDuplicates)
   EXPECT_EQ(Counter("kvidx_discovery_engines_added_total"), 3);
   EXPECT_EQ(Counter("kvidx_discovery_engines_removed_total"), 1);
   EXPECT_GE(Result("unreachable"), 1);  // the cut, counted
+}
+
+TEST_F(K8sDiscoveryTest, AWatchTheServerEndsIsResumedWithoutARelist) {
+  api_->Put(Slice("vllm-a", {{"pod-1", "127.0.0.11"}}));
+  KubernetesProviderConfig p = Provider();
+  p.watch_timeout_seconds = 1;  // the server ends each watch after 1 s
+  StartNode(p);
+  ASSERT_TRUE(WaitFor([&] { return api_->counts().watches >= 3; }));
+  api_->Put(Slice("vllm-a", {{"pod-1", "127.0.0.11"}, {"pod-2", "127.0.0.12"}}));
+  ASSERT_TRUE(WaitFor([&] { return Has({"pod-1", "pod-2"}); }));
+  EXPECT_EQ(api_->counts().lists, 1);
+  EXPECT_EQ(Counter("kvidx_discovery_stale"), 0);
+  EXPECT_EQ(Result("unreachable") + Result("timeout") + Result("error"), 0);  // a normal end is no failure
+}
+
+TEST_F(K8sDiscoveryTest, ASlowListTimesOutAndIsRetried) {
+  api_->Put(Slice("vllm-a", {{"pod-1", "127.0.0.11"}}));
+  api_->SetListDelay(milliseconds(2000));
+  KubernetesProviderConfig p = Provider();
+  p.timeout_ms = 300;
+  StartNode(p);
+  ASSERT_TRUE(WaitFor([&] { return Result("timeout") >= 1; }));
+  EXPECT_TRUE(node_->Engines().empty());
+  EXPECT_EQ(Counter("kvidx_discovery_stale"), 1);
+  api_->SetListDelay(milliseconds(0));
+  ASSERT_TRUE(WaitFor([&] { return Has({"pod-1"}); }));
+  EXPECT_EQ(Counter("kvidx_discovery_stale"), 0);
 }
 
 TEST_F(K8sDiscoveryTest, BookmarksAdvanceTheVersionAndMalformedEventsAreSkipped) {

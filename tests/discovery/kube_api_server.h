@@ -79,6 +79,7 @@ class KubeApiServer {
     log_.clear();
     compacted_ = 0;
     gone_as_http_ = false;
+    list_delay_ = std::chrono::milliseconds(0);
     token_ = std::move(token);
     const int open = counts_.open_watches;
     counts_ = Counts{};
@@ -136,6 +137,11 @@ class KubeApiServer {
   void SetToken(std::string token) {
     std::lock_guard<std::mutex> lock(mu_);
     token_ = std::move(token);
+  }
+  // Lists answer only after this long (a slow or overloaded server).
+  void SetListDelay(std::chrono::milliseconds delay) {
+    std::lock_guard<std::mutex> lock(mu_);
+    list_delay_ = delay;
   }
   void SetGoneAsHttp(bool http) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -237,6 +243,15 @@ class KubeApiServer {
 
   int List(mg_connection* c, const std::string& service, const std::string& selector) {
     nlohmann::json list = {{"kind", "EndpointSliceList"}, {"apiVersion", "discovery.k8s.io/v1"}};
+    std::chrono::milliseconds delay{0};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      delay = list_delay_;
+    }
+    if (delay.count() > 0) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, delay, [&] { return stopping_; });
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++counts_.lists;
@@ -326,6 +341,7 @@ class KubeApiServer {
   std::string token_;
   bool stopping_ = false;
   bool gone_as_http_ = false;
+  std::chrono::milliseconds list_delay_{0};
   uint64_t rv_ = 1000;
   uint64_t compacted_ = 0;
   int cut_generation_ = 0;
