@@ -678,6 +678,7 @@ Status ConfigParser::ReadKubernetesProvider(const Value& v, KubernetesProviderCo
       {"model", Str(&p->model)},
       {"namespace", Str(&p->namespace_name)},
       {"service", Str(&p->service)},
+      {"pod_selector", Str(&p->pod_selector)},
       {"ports",
        [this, p](const Value& f) {
          return ReadMap(f, {
@@ -929,11 +930,24 @@ Status ConfigParser::CheckKubernetesProvider(const ServerConfig& c, size_t i) co
   const std::string item = "discovery.providers[" + std::to_string(k8s_items_[i]) + "]";
   const YAML::Mark item_mark = MarkOf({item}, YAML::Mark::null_mark());
   auto at = [&](std::string_view key) { return MarkOf({JoinPath(item, key)}, item_mark); };
-  for (std::string_view key : {"name", "model", "namespace", "service", "ports.events"}) {
+  const bool service = Present(JoinPath(item, "service"));
+  if (service == Present(JoinPath(item, "pod_selector"))) {
+    return Error(at(service ? "pod_selector" : "name"), item,
+                 service ? "set service or pod_selector, not both"
+                         : "needs service (its EndpointSlices) or pod_selector (a label selector of Pods)");
+  }
+  for (std::string_view key : {"name", "model", "namespace"}) {
     if (!Present(JoinPath(item, key))) return Error(item_mark, JoinPath(item, key), "is required");
   }
-  for (std::string_view key : {"name", "namespace", "service"}) {
-    const std::string& value = key == "name" ? p.name : key == "namespace" ? p.namespace_name : p.service;
+  // Pods may name their ports by annotation.
+  if (service && !Present(JoinPath(item, "ports.events"))) {
+    return Error(item_mark, JoinPath(item, "ports.events"), "is required");
+  }
+  for (std::string_view key : {"name", "namespace", service ? "service" : "pod_selector"}) {
+    const std::string& value = key == "name"        ? p.name
+                               : key == "namespace" ? p.namespace_name
+                               : service            ? p.service
+                                                    : p.pod_selector;
     if (value.empty()) return Error(at(key), JoinPath(item, key), "must not be empty");
   }
   if (c.FindModel(p.model) == nullptr) {

@@ -171,12 +171,16 @@ struct PortRef {
 // A Kubernetes provider (docs/CONFIG.md "discovery"): the engines behind one
 // Service, followed by list + watch of its EndpointSlices
 // (discovery.k8s.io/v1, label kubernetes.io/service-name=<service>) in one
-// namespace. Replica = the endpoint's pod name (targetRef), else hostname.
+// namespace -- or the Pods a label selector picks. Replica = the pod's name
+// (an endpoint's targetRef, else its hostname).
 struct KubernetesProviderConfig {
   std::string name;
-  std::string model;
+  std::string model;  // Pods: the default of the kvidx.io/model annotation
   std::string namespace_name;
+  // Exactly one of the two.
   std::string service;
+  std::string pod_selector;  // a label selector, e.g. "app.kubernetes.io/name=vllm"
+  bool pods() const { return !pod_selector.empty(); }
   PortRef events_port;   // required
   PortRef replay_port;   // empty = no replay endpoint
   PortRef metrics_port;  // empty = /metrics not scraped

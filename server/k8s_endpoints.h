@@ -1,11 +1,21 @@
 // The Kubernetes objects discovery reads, as engines: EndpointSlices
-// (discovery.k8s.io/v1), their lists and watch events, parsed from the API
-// server's JSON.
+// (discovery.k8s.io/v1) or Pods (v1), their lists and watch events, parsed
+// from the API server's JSON. Which of the two is the provider's
+// (KubernetesProviderConfig::pods()); a Pod is read as a slice of at most
+// one engine, so the rest of discovery handles both alike.
 //
 // An EndpointSlice gives one engine per endpoint: replica = its pod's name
 // (targetRef.name), else its hostname; host = its first address (IPv6 in
 // brackets); ports by name from the slice's ports (or the provider's fixed
 // numbers). conditions.ready absent counts as ready, as the API documents.
+//
+// A Pod gives one engine once it has an IP and until it has Succeeded or
+// Failed: replica = its name, host = status.podIP, ready = its Ready
+// condition is "True" and it is not being deleted; ports by name from its
+// containers' ports. Its annotations override the provider's defaults:
+//   kvidx.io/model, kvidx.io/dp-size, kvidx.io/events-port,
+//   kvidx.io/replay-port, kvidx.io/metrics-port (numbers, as strings)
+// A malformed annotation skips the pod, whole (bad_annotation).
 // An endpoint no engine can be made of is skipped and counted by reason
 // (SkipReason); an object or event that is not the documented shape is an
 // error (the caller counts it and skips it), never a half-added engine.
@@ -26,8 +36,16 @@ namespace kvidx::server {
 
 // Records (endpoints, DNS records, events) a provider got but no engine came
 // of, by reason.
-enum class SkipReason : uint8_t { kNoAddress, kBadName, kDuplicate, kConflict, kNoPort, kMalformed };
-inline constexpr size_t kNumSkipReasons = 6;
+enum class SkipReason : uint8_t {
+  kNoAddress,
+  kBadName,
+  kDuplicate,
+  kConflict,
+  kNoPort,
+  kMalformed,
+  kBadAnnotation,
+};
+inline constexpr size_t kNumSkipReasons = 7;
 std::string_view SkipReasonName(SkipReason r);
 using SkipCounts = std::array<uint64_t, kNumSkipReasons>;
 
@@ -38,6 +56,7 @@ struct DiscoveredEngine {
   bool ready = true;
 };
 
+// An EndpointSlice's engines, or a Pod's (at most one).
 struct EndpointSlice {
   std::string name;
   std::string resource_version;

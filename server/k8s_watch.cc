@@ -60,8 +60,13 @@ Status KubernetesWatcher::Start() {
     spdlog::warn("discovery {}: the API server's certificate is not verified (insecure_skip_tls_verify)",
                  config_.name);
   }
-  spdlog::info("discovery {}: following EndpointSlices of service {}/{} at {}", config_.name,
-               config_.namespace_name, config_.service, o.server);
+  if (config_.pods()) {
+    spdlog::info("discovery {}: following Pods {} in namespace {} at {}", config_.name, config_.pod_selector,
+                 config_.namespace_name, o.server);
+  } else {
+    spdlog::info("discovery {}: following EndpointSlices of service {}/{} at {}", config_.name,
+                 config_.namespace_name, config_.service, o.server);
+  }
   thread_ = std::thread([this] { Run(); });
   return Status::Ok();
 }
@@ -78,6 +83,9 @@ void KubernetesWatcher::Stop() {
 
 std::string KubernetesWatcher::ListPath() const {
   // Namespace and Service names are DNS labels: nothing to escape.
+  if (config_.pods()) {
+    return "/api/v1/namespaces/" + config_.namespace_name + "/pods?labelSelector=" + KubeApi::Escape(config_.pod_selector);
+  }
   return "/apis/discovery.k8s.io/v1/namespaces/" + config_.namespace_name +
          "/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D" + config_.service;
 }

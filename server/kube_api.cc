@@ -132,6 +132,14 @@ KubeApi::KubeApi(Options options, void* multi) : options_(std::move(options)), m
 
 KubeApi::~KubeApi() { curl_multi_cleanup(static_cast<CURLM*>(multi_)); }
 
+std::string KubeApi::Escape(std::string_view text) {
+  char* e = curl_easy_escape(nullptr, text.data(), static_cast<int>(text.size()));
+  if (e == nullptr) return "";
+  std::string out = e;
+  curl_free(e);
+  return out;
+}
+
 void KubeApi::Interrupt() {
   interrupted_.store(true);
   curl_multi_wakeup(static_cast<CURLM*>(multi_));

@@ -81,6 +81,9 @@ class KubeApi {
 
   void Interrupt();
 
+  // `text` percent-encoded for a URL's query (libcurl's escaping).
+  static std::string Escape(std::string_view text);
+
  private:
   struct Transfer;
   explicit KubeApi(Options options, void* multi);

@@ -115,7 +115,7 @@ inline constexpr MetricFamily kDiscoveryAddErrors{
 inline constexpr MetricFamily kDiscoverySkippedRecords{
     "kvidx_discovery_skipped_records_total", K::kCounter,
     "Records (DNS records, EndpointSlice endpoints, watch events) no engine came of, by reason (no_address | "
-    "bad_name | duplicate | conflict | no_port | malformed)."};
+    "bad_name | duplicate | conflict | no_port | malformed | bad_annotation)."};
 
 }  // namespace kvidx::server::metric
 

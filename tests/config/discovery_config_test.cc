@@ -167,10 +167,14 @@ TEST(DiscoveryConfig, KubernetesProviderMistakes) {
   EXPECT_EQ(ErrorOf(base + "}\n"), "OK");
   EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, service: s, ports: {events: kv}}\n"),
               HasSubstr("discovery.providers[0].namespace: is required"));
-  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n, ports: {events: kv}}\n"),
-              HasSubstr("discovery.providers[0].service: is required"));
   EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n, service: s}\n"),
               HasSubstr("discovery.providers[0].ports.events: is required"));
+  EXPECT_EQ(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n, pod_selector: app=vllm}\n"), "OK");
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n}\n"),
+              HasSubstr("needs service (its EndpointSlices) or pod_selector"));
+  EXPECT_THAT(ErrorOf(base + ", pod_selector: app=vllm}\n"), HasSubstr("set service or pod_selector, not both"));
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n, pod_selector: \"\"}\n"),
+              HasSubstr("pod_selector: must not be empty"));
   EXPECT_THAT(ErrorOf(base + ", api_server: \"http://10.0.0.1\"}\n"),
               HasSubstr("api_server: expected an https:// URL"));
   EXPECT_THAT(ErrorOf(base + ", srv: x}\n"), HasSubstr("discovery.providers[0].srv: unknown key"));

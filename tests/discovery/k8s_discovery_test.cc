@@ -130,6 +130,29 @@ json Slice(const std::string& name, const std::vector<Pod>& pods, const std::str
             {{"name", "http"}, {"port", 8000}, {"protocol", "TCP"}}}}};
 }
 
+// A Pod of the vLLM Deployment, as the kubelet reports it.
+json PodObject(const std::string& name, const std::string& ip, bool ready, json annotations = json::object(),
+               const std::string& app = "vllm") {
+  json status = {{"phase", ip.empty() ? "Pending" : "Running"},
+                 {"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "False"}}}}};
+  if (!ip.empty()) status["podIP"] = ip;
+  return {{"kind", "Pod"},
+          {"apiVersion", "v1"},
+          {"metadata",
+           {{"name", name},
+            {"namespace", "ns"},
+            {"labels", {{"app.kubernetes.io/name", app}}},
+            {"annotations", annotations}}},
+          {"spec",
+           {{"containers",
+             {{{"name", "vllm"},
+               {"ports",
+                {{{"name", "kv-events"}, {"containerPort", 5557}},
+                 {{"name", "kv-replay"}, {"containerPort", 5558}},
+                 {{"name", "http"}, {"containerPort", 8000}}}}}}}}},
+          {"status", status}};
+}
+
 double Metric(const Node& node, std::string_view name, const Labels& labels) {
   for (const MetricSample& s : node.RenderMetrics()) {
     if (s.name() != name) continue;
@@ -496,6 +519,39 @@ TEST_F(K8sDiscoveryTest, AMissingTokenFileIsCountedAsUnauthorized) {
   StartNode(p);
   ASSERT_TRUE(WaitFor([&] { return Result("unauthorized") >= 1; }));
   EXPECT_EQ(api_->counts().lists + api_->counts().unauthorized, 0);  // nothing was sent
+}
+
+TEST_F(K8sDiscoveryTest, PodsByLabelSelectorWithAnnotations) {
+  api_->Put(PodObject("pod-1", "127.0.0.11", true));
+  api_->Put(PodObject("pod-2", "127.0.0.12", false));
+  api_->Put(PodObject("pod-3", "127.0.0.13", true, {{"kvidx.io/events-port", "6000"}, {"kvidx.io/dp-size", "2"}}));
+  api_->Put(PodObject("pod-4", "127.0.0.14", true, {{"kvidx.io/dp-size", "zero"}}));  // skipped, whole
+  api_->Put(PodObject("pod-5", "", false));                                          // pending: no IP yet
+  api_->Put(PodObject("other-1", "127.0.0.99", true, json::object(), "other"));      // not selected
+  KubernetesProviderConfig p = Provider();
+  p.service = "";
+  p.pod_selector = "app.kubernetes.io/name=vllm";
+  StartNode(p);
+  ASSERT_TRUE(WaitFor([&] { return Has({"pod-1", "pod-2", "pod-3"}); }));
+  EXPECT_EQ(api_->counts().last_selector, "app.kubernetes.io/name=vllm");
+  EXPECT_FALSE(node_->EngineReady("pod-2"));
+  EXPECT_EQ(Skipped("bad_annotation"), 1);
+  for (const EngineEntry& e : node_->Engines()) {
+    if (e.engine.replica == "pod-3") {
+      EXPECT_EQ(e.engine.endpoint, "tcp://127.0.0.13:6000");
+      EXPECT_EQ(e.engine.replay_endpoint, "tcp://127.0.0.13:5558");
+      EXPECT_EQ(e.engine.data_parallel_size, 2u);
+    }
+    if (e.engine.replica == "pod-1") {
+      EXPECT_EQ(e.metrics_url, "http://127.0.0.11:8000/metrics");
+    }
+  }
+  ASSERT_TRUE(Watching());
+  api_->Put(PodObject("pod-5", "127.0.0.15", true));  // scheduled and ready
+  api_->Put(PodObject("pod-2", "127.0.0.12", true));  // ready now
+  api_->Delete("pod-1");                                // scaled down
+  ASSERT_TRUE(WaitFor([&] { return Has({"pod-2", "pod-3", "pod-5"}) && node_->EngineReady("pod-2"); }));
+  EXPECT_EQ(api_->counts().lists, 1);
 }
 
 TEST(K8sDiscoveryConfig, OutsideAPodWithoutApiServerStartFails) {

@@ -163,6 +163,90 @@ TEST(K8sEndpointsTest, BadWatchEventsAreErrors) {
   }
 }
 
+KubernetesProviderConfig PodProvider() {
+  KubernetesProviderConfig p = Provider();
+  p.pod_selector = "app=vllm";
+  p.replay_port = PortRef{};
+  return p;
+}
+
+std::string Pod(const std::string& annotations, const std::string& status, const std::string& extra_meta = "") {
+  return R"({"metadata": {"name": "vllm-7d9f-abcde", "resourceVersion": "9", "annotations": )" + annotations +
+         extra_meta + R"(}, "spec": {"containers": [{"name": "vllm", "ports": [{"name": "kv-events", "containerPort": 5557}]}]},
+     "status": )" + status + "}";
+}
+
+constexpr const char* kRunningReady =
+    R"({"phase": "Running", "podIP": "10.1.0.5", "conditions": [{"type": "Ready", "status": "True"}]})";
+
+TEST(K8sEndpointsTest, APodIsOneEngineWithItsAnnotations) {
+  Result<EndpointSlice> s = ParseEndpointSlice(Pod("{}", kRunningReady), PodProvider());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->engines.size(), 1u);
+  EXPECT_EQ(s->engines[0].entry.engine.replica, "vllm-7d9f-abcde");
+  EXPECT_EQ(s->engines[0].entry.engine.endpoint, "tcp://10.1.0.5:5557");
+  EXPECT_EQ(s->engines[0].entry.engine.model, "qwen");
+  EXPECT_TRUE(s->engines[0].ready);
+
+  s = ParseEndpointSlice(Pod(R"({"kvidx.io/model": "llama", "kvidx.io/dp-size": "4", "kvidx.io/events-port": "7000",
+                                 "kvidx.io/replay-port": "7100", "kvidx.io/metrics-port": "9000"})",
+                             kRunningReady),
+                         PodProvider());
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->engines.size(), 1u);
+  const EngineEntry& e = s->engines[0].entry;
+  EXPECT_EQ(e.engine.model, "llama");
+  EXPECT_EQ(e.engine.data_parallel_size, 4u);
+  EXPECT_EQ(e.engine.endpoint, "tcp://10.1.0.5:7000");
+  EXPECT_EQ(e.engine.replay_endpoint, "tcp://10.1.0.5:7100");
+  EXPECT_EQ(e.metrics_url, "http://10.1.0.5:9000/metrics");
+}
+
+TEST(K8sEndpointsTest, PodReadinessPendingAndFinished) {
+  const KubernetesProviderConfig p = PodProvider();
+  auto engines = [&](const std::string& status, const std::string& extra = "") {
+    Result<EndpointSlice> s = ParseEndpointSlice(Pod("{}", status, extra), p);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? s->engines : std::vector<DiscoveredEngine>{};
+  };
+  auto not_ready = engines(R"({"phase": "Running", "podIP": "10.1.0.5", "conditions": [{"type": "Ready", "status": "False"}]})");
+  ASSERT_EQ(not_ready.size(), 1u);
+  EXPECT_FALSE(not_ready[0].ready);
+  auto no_conditions = engines(R"({"phase": "Running", "podIP": "10.1.0.5"})");
+  ASSERT_EQ(no_conditions.size(), 1u);
+  EXPECT_FALSE(no_conditions[0].ready);
+  auto terminating = engines(kRunningReady, R"(, "deletionTimestamp": "2026-01-01T00:00:00Z")");
+  ASSERT_EQ(terminating.size(), 1u);
+  EXPECT_FALSE(terminating[0].ready);
+  EXPECT_TRUE(engines(R"({"phase": "Pending"})").empty());
+  EXPECT_TRUE(engines(R"({"phase": "Succeeded", "podIP": "10.1.0.5"})").empty());
+  EXPECT_TRUE(engines(R"({"phase": "Failed", "podIP": "10.1.0.5"})").empty());
+  auto v6 = engines(R"({"phase": "Running", "podIP": "fd00::5", "conditions": [{"type": "Ready", "status": "True"}]})");
+  ASSERT_EQ(v6.size(), 1u);
+  EXPECT_EQ(v6[0].entry.engine.endpoint, "tcp://[fd00::5]:5557");
+}
+
+TEST(K8sEndpointsTest, BadPodAnnotationsSkipThePodWhole) {
+  for (const char* annotations :
+       {R"({"kvidx.io/dp-size": "0"})", R"({"kvidx.io/dp-size": "two"})", R"({"kvidx.io/dp-size": 2})",
+        R"({"kvidx.io/events-port": "70000"})", R"({"kvidx.io/events-port": "-1"})", R"({"kvidx.io/replay-port": ""})",
+        R"({"kvidx.io/metrics-port": "99999999999"})", R"({"kvidx.io/model": ""})", R"({"kvidx.io/model": 7})",
+        R"({"kvidx.io/events-port": "65535", "kvidx.io/dp-size": "2"})"}) {
+    Result<EndpointSlice> s = ParseEndpointSlice(Pod(annotations, kRunningReady), PodProvider());
+    ASSERT_TRUE(s.ok()) << annotations;
+    EXPECT_TRUE(s->engines.empty()) << annotations;
+    EXPECT_EQ(s->skipped[static_cast<size_t>(SkipReason::kBadAnnotation)], 1u) << annotations;
+  }
+  // No events port by name or annotation.
+  KubernetesProviderConfig p = PodProvider();
+  p.events_port.name = "zmq";
+  Result<EndpointSlice> s = ParseEndpointSlice(Pod("{}", kRunningReady), p);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->skipped[static_cast<size_t>(SkipReason::kNoPort)], 1u);
+  EXPECT_FALSE(ParseEndpointSlice(R"({"metadata": {}})", PodProvider()).ok());
+  EXPECT_FALSE(ParseEndpointSlice("[]", PodProvider()).ok());
+}
+
 TEST(K8sEndpointsTest, StatusMessageOfAnErrorBody) {
   EXPECT_EQ(StatusMessage(R"({"kind": "Status", "code": 403, "message": "endpointslices is forbidden"})"),
             "endpointslices is forbidden");

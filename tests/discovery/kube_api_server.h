@@ -7,7 +7,8 @@
 //
 //   GET /apis/discovery.k8s.io/v1/namespaces/<ns>/endpointslices
 //       ?labelSelector=kubernetes.io/service-name=<svc>
-//     -> 200 EndpointSliceList {metadata.resourceVersion, items}
+//   (or /api/v1/namespaces/<ns>/pods?labelSelector=<key>=<value>)
+//     -> 200 EndpointSliceList / PodList {metadata.resourceVersion, items}
 //   ... &watch=1&resourceVersion=<rv>&allowWatchBookmarks=true&timeoutSeconds=<t>
 //     -> 200, Transfer-Encoding: chunked, one JSON event per line
 //        {"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}:
@@ -18,8 +19,9 @@
 //   Authorization: Bearer <token> other than the set one -> 401 Status.
 //
 // Every object change gets the next resourceVersion (a counter, as etcd's
-// revision); objects of other Services change it too but are not sent to
-// this selector's watches -- which is what bookmarks are for. Test-only.
+// revision); objects the selector does not match change it too but are not
+// sent to its watches -- which is what bookmarks are for. One kind of object
+// per server (a test's). Selectors: one key=value. Test-only.
 #pragma once
 
 #include <civetweb.h>
@@ -87,8 +89,8 @@ class KubeApiServer {
     cv_.notify_all();
   }
 
-  // Creates or replaces an EndpointSlice (its metadata.name and the
-  // kubernetes.io/service-name label must be set): ADDED or MODIFIED.
+  // Creates or replaces an object (metadata.name set; labels are what the
+  // selector matches): ADDED or MODIFIED.
   void Put(nlohmann::json slice) {
     std::lock_guard<std::mutex> lock(mu_);
     const std::string name = slice["metadata"]["name"];
@@ -114,13 +116,13 @@ class KubeApiServer {
                          {{"kind", "EndpointSlice"},
                           {"apiVersion", "discovery.k8s.io/v1"},
                           {"metadata", {{"resourceVersion", std::to_string(rv_)}}}}}};
-    log_.push_back({rv_, "", e.dump(), false});
+    log_.push_back({rv_, nullptr, e.dump(), false});
     cv_.notify_all();
   }
   // A raw line (anything, e.g. broken JSON) to every open watch.
   void SendRaw(const std::string& line) {
     std::lock_guard<std::mutex> lock(mu_);
-    log_.push_back({rv_, "", line, false});
+    log_.push_back({rv_, nullptr, line, false});
     cv_.notify_all();
   }
   // Forgets the history: a watch from an older resourceVersion is 410 Gone.
@@ -171,16 +173,22 @@ class KubeApiServer {
 
   struct Entry {
     uint64_t rv;
-    std::string service;  // "" = to every watch (bookmarks, raw lines)
+    nlohmann::json labels;  // null = to every watch (bookmarks, raw lines)
     std::string line;
     bool replayable;      // an object change: replayed to a watch from an older rv
   };
 
-  static std::string ServiceOf(const nlohmann::json& o) {
-    return o["metadata"].value("labels", nlohmann::json::object()).value("kubernetes.io/service-name", "");
+  static nlohmann::json LabelsOf(const nlohmann::json& o) {
+    return o["metadata"].value("labels", nlohmann::json::object());
+  }
+  // `selector` is "key=value".
+  static bool Matches(const nlohmann::json& labels, const std::string& selector) {
+    const size_t eq = selector.find('=');
+    if (eq == std::string::npos || !labels.is_object()) return false;
+    return labels.value(selector.substr(0, eq), std::string("\x01")) == selector.substr(eq + 1);
   }
   void Log(const char* type, const nlohmann::json& object) {
-    log_.push_back({rv_, ServiceOf(object), nlohmann::json{{"type", type}, {"object", object}}.dump(), true});
+    log_.push_back({rv_, LabelsOf(object), nlohmann::json{{"type", type}, {"object", object}}.dump(), true});
     cv_.notify_all();
   }
 
@@ -230,19 +238,25 @@ class KubeApiServer {
         return Reply(c, 401, StatusObject(401, "Unauthorized", "Unauthorized").dump());
       }
     }
-    if (uri.rfind(kPathPrefix, 0) != 0 || uri.size() < 16 || uri.substr(uri.size() - 15) != "/endpointslices") {
+    auto ends = [&](const std::string& tail) {
+      return uri.size() > tail.size() && uri.compare(uri.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    const bool slices = uri.rfind(kPathPrefix, 0) == 0 && ends("/endpointslices");
+    const bool pods = uri.rfind("/api/v1/namespaces/", 0) == 0 && ends("/pods");
+    if (!slices && !pods) {
       return Reply(c, 404, StatusObject(404, "NotFound", "the server could not find the requested resource").dump());
     }
     const std::string selector = q["labelSelector"];
-    const std::string prefix = "kubernetes.io/service-name=";
-    if (selector.rfind(prefix, 0) != 0) return Reply(c, 400, StatusObject(400, "BadRequest", "selector").dump());
-    const std::string service = selector.substr(prefix.size());
-    if (q["watch"] == "1" || q["watch"] == "true") return Watch(c, service, q);
-    return List(c, service, selector);
+    if (selector.find('=') == std::string::npos) {
+      return Reply(c, 400, StatusObject(400, "BadRequest", "selector").dump());
+    }
+    if (q["watch"] == "1" || q["watch"] == "true") return Watch(c, selector, q);
+    return List(c, selector, pods);
   }
 
-  int List(mg_connection* c, const std::string& service, const std::string& selector) {
-    nlohmann::json list = {{"kind", "EndpointSliceList"}, {"apiVersion", "discovery.k8s.io/v1"}};
+  int List(mg_connection* c, const std::string& selector, bool pods) {
+    nlohmann::json list = {{"kind", pods ? "PodList" : "EndpointSliceList"},
+                           {"apiVersion", pods ? "v1" : "discovery.k8s.io/v1"}};
     std::chrono::milliseconds delay{0};
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -259,13 +273,13 @@ class KubeApiServer {
       list["metadata"] = {{"resourceVersion", std::to_string(rv_)}};
       list["items"] = nlohmann::json::array();
       for (const auto& [name, o] : objects_) {
-        if (ServiceOf(o) == service) list["items"].push_back(o);
+        if (Matches(LabelsOf(o), selector)) list["items"].push_back(o);
       }
     }
     return Reply(c, 200, list.dump());
   }
 
-  int Watch(mg_connection* c, const std::string& service, std::map<std::string, std::string>& q) {
+  int Watch(mg_connection* c, const std::string& selector, std::map<std::string, std::string>& q) {
     const uint64_t from = std::stoull(q["resourceVersion"].empty() ? "0" : q["resourceVersion"]);
     const auto timeout = std::chrono::seconds(std::stoi(q["timeoutSeconds"].empty() ? "300" : q["timeoutSeconds"]));
     std::unique_lock<std::mutex> lock(mu_);
@@ -303,8 +317,8 @@ class KubeApiServer {
       std::string out;
       for (; next < log_.size(); ++next) {
         const Entry& e = log_[next];
-        const bool wanted = e.replayable ? e.rv > from && e.service == service
-                                         : next >= live_from && (e.service.empty() || e.service == service);
+        const bool wanted = e.replayable ? e.rv > from && Matches(e.labels, selector)
+                                         : next >= live_from && (e.labels.is_null() || Matches(e.labels, selector));
         if (wanted) out += e.line + "\n";
       }
       if (!out.empty()) {
