@@ -208,7 +208,9 @@ Result<EndpointSlice> PodFrom(const json& j, const KubernetesProviderConfig& p) 
 
 // The provider's object: a Pod or an EndpointSlice.
 Result<EndpointSlice> ObjectFrom(const json& j, const KubernetesProviderConfig& p) {
-  if (!j.is_object()) return Status::InvalidArgument(p.pods() ? "a Pod must be an object" : "an EndpointSlice must be an object");
+  if (!j.is_object()) {
+    return Status::InvalidArgument(p.pods() ? "a Pod must be an object" : "an EndpointSlice must be an object");
+  }
   return p.pods() ? PodFrom(j, p) : SliceFrom(j, p);
 }
 

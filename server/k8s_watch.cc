@@ -84,7 +84,8 @@ void KubernetesWatcher::Stop() {
 std::string KubernetesWatcher::ListPath() const {
   // Namespace and Service names are DNS labels: nothing to escape.
   if (config_.pods()) {
-    return "/api/v1/namespaces/" + config_.namespace_name + "/pods?labelSelector=" + KubeApi::Escape(config_.pod_selector);
+    return "/api/v1/namespaces/" + config_.namespace_name +
+           "/pods?labelSelector=" + KubeApi::Escape(config_.pod_selector);
   }
   return "/apis/discovery.k8s.io/v1/namespaces/" + config_.namespace_name +
          "/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D" + config_.service;
@@ -169,10 +170,10 @@ bool KubernetesWatcher::List() {
 
 KubernetesWatcher::WatchEnd KubernetesWatcher::WatchOnce() {
   bool relist = false, failed = false;
-  KubeResponse r = api_->Watch(WatchPath(resource_version_), milliseconds(config_.watch_timeout_seconds * 1000LL + 30'000),
-                               [&](const std::vector<std::string_view>& lines) {
-                                 return OnLines(lines, &relist, &failed);
-                               });
+  const milliseconds stall(config_.watch_timeout_seconds * 1000LL + 30'000);
+  KubeResponse r = api_->Watch(WatchPath(resource_version_), stall, [&](const std::vector<std::string_view>& lines) {
+    return OnLines(lines, &relist, &failed);
+  });
   if (stop_.load()) return WatchEnd::kFailed;
   if (relist || r.outcome == KubeOutcome::kGone) {
     // Not a failure: the API's way of saying "list again".

@@ -80,7 +80,8 @@ TEST(K8sEndpointsTest, PortsByNameOrNumberAndIpv6) {
 
 TEST(K8sEndpointsTest, AMissingNamedPortSkipsEveryEndpoint) {
   Result<EndpointSlice> s = ParseEndpointSlice(
-      R"({"metadata": {"name": "s"}, "ports": [{"name": "kv-events", "port": 5557}, {"name": "kv-replay", "port": 99999}],
+      R"({"metadata": {"name": "s"},
+          "ports": [{"name": "kv-events", "port": 5557}, {"name": "kv-replay", "port": 99999}],
           "endpoints": [{"addresses": ["10.0.0.1"]}, {"addresses": ["10.0.0.2"]}]})",
       Provider());
   ASSERT_TRUE(s.ok());
@@ -130,10 +131,12 @@ TEST(K8sEndpointsTest, WatchEventsOfEveryType) {
   EXPECT_EQ(added->type, WatchEventType::kAdded);
   EXPECT_EQ(added->slice.engines.size(), 3u);
   EXPECT_EQ(added->slice.resource_version, "42");
-  Result<WatchEvent> modified = ParseWatchEvent(R"({"type": "MODIFIED", "object": {"metadata": {"name": "s", "resourceVersion": "43"}}})", p);
+  Result<WatchEvent> modified =
+      ParseWatchEvent(R"({"type": "MODIFIED", "object": {"metadata": {"name": "s", "resourceVersion": "43"}}})", p);
   ASSERT_TRUE(modified.ok());
   EXPECT_EQ(modified->type, WatchEventType::kModified);
-  Result<WatchEvent> deleted = ParseWatchEvent(R"({"type": "DELETED", "object": {"metadata": {"name": "s", "resourceVersion": "44"}}})", p);
+  Result<WatchEvent> deleted =
+      ParseWatchEvent(R"({"type": "DELETED", "object": {"metadata": {"name": "s", "resourceVersion": "44"}}})", p);
   ASSERT_TRUE(deleted.ok());
   EXPECT_EQ(deleted->type, WatchEventType::kDeleted);
   EXPECT_EQ(deleted->slice.name, "s");
@@ -172,7 +175,8 @@ KubernetesProviderConfig PodProvider() {
 
 std::string Pod(const std::string& annotations, const std::string& status, const std::string& extra_meta = "") {
   return R"({"metadata": {"name": "vllm-7d9f-abcde", "resourceVersion": "9", "annotations": )" + annotations +
-         extra_meta + R"(}, "spec": {"containers": [{"name": "vllm", "ports": [{"name": "kv-events", "containerPort": 5557}]}]},
+         extra_meta + R"(},
+     "spec": {"containers": [{"name": "vllm", "ports": [{"name": "kv-events", "containerPort": 5557}]}]},
      "status": )" + status + "}";
 }
 
@@ -209,7 +213,8 @@ TEST(K8sEndpointsTest, PodReadinessPendingAndFinished) {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? s->engines : std::vector<DiscoveredEngine>{};
   };
-  auto not_ready = engines(R"({"phase": "Running", "podIP": "10.1.0.5", "conditions": [{"type": "Ready", "status": "False"}]})");
+  auto not_ready =
+      engines(R"({"phase": "Running", "podIP": "10.1.0.5", "conditions": [{"type": "Ready", "status": "False"}]})");
   ASSERT_EQ(not_ready.size(), 1u);
   EXPECT_FALSE(not_ready[0].ready);
   auto no_conditions = engines(R"({"phase": "Running", "podIP": "10.1.0.5"})");

@@ -293,7 +293,8 @@ class KubeApiServer {
         lock.unlock();
         return Reply(c, 410, StatusObject(410, "Gone", msg).dump());
       }
-      const std::string line = nlohmann::json{{"type", "ERROR"}, {"object", StatusObject(410, "Expired", msg)}}.dump() + "\n";
+      const std::string line =
+          nlohmann::json{{"type", "ERROR"}, {"object", StatusObject(410, "Expired", msg)}}.dump() + "\n";
       lock.unlock();
       StartChunked(c);
       mg_send_chunk(c, line.data(), static_cast<unsigned>(line.size()));
