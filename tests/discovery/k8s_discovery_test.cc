@@ -298,8 +298,9 @@ TEST_F(K8sDiscoveryTest, ListsThenFollowsScaleUpAndDownByWatchEvents) {
   api_->Put(Slice("vllm-a", {{"pod-1", "127.0.0.11"}}));
   api_->Delete("vllm-b");
   ASSERT_TRUE(WaitFor([&] { return Has({"pod-1"}); }));
-  EXPECT_EQ(Counter("kvidx_discovery_engines_added_total"), 4);
-  EXPECT_EQ(Counter("kvidx_discovery_engines_removed_total"), 3);
+  // The node has an engine a moment before discovery counts it.
+  EXPECT_TRUE(WaitFor([&] { return Counter("kvidx_discovery_engines_added_total") == 4; }));
+  EXPECT_TRUE(WaitFor([&] { return Counter("kvidx_discovery_engines_removed_total") == 3; }));
   EXPECT_EQ(Engines("active"), 1);
   EXPECT_EQ(Result("ok"), 1);  // one list; everything else came by the watch
   EXPECT_EQ(api_->counts().lists, 1);
@@ -312,7 +313,7 @@ TEST_F(K8sDiscoveryTest, ANotReadyEngineStaysSubscribedButRouteSkipsIt) {
   ASSERT_TRUE(WaitFor([&] { return Has({"pod-1", "pod-2"}) && !node_->EngineReady("pod-2"); }));
   EXPECT_TRUE(node_->EngineReady("pod-1"));
   EXPECT_TRUE(node_->ingester().GetSource("pod-2/dp0").has_value());  // subscribed all the same
-  EXPECT_EQ(Engines("not_ready"), 1);
+  EXPECT_TRUE(WaitFor([&] { return Engines("not_ready") == 1; }));  // counted just after the node is told
   EXPECT_EQ(Engines("active"), 1);
 
   const std::vector<int64_t> tokens(64, 7);
@@ -398,8 +399,10 @@ TEST_F(K8sDiscoveryTest, ACutStreamResumesFromItsVersionWithoutLossOrDuplicates)
   EXPECT_EQ(c.lists, 1);  // resumed, not relisted
   ASSERT_GE(c.watch_versions.size(), 2u);
   EXPECT_EQ(c.watch_versions[1], seen);  // from the last event it had
+  EXPECT_TRUE(WaitFor([&] { return Counter("kvidx_discovery_engines_added_total") == 3; }));
+  EXPECT_TRUE(WaitFor([&] { return Counter("kvidx_discovery_engines_removed_total") == 1; }));
+  std::this_thread::sleep_for(milliseconds(100));  // nothing more comes
   EXPECT_EQ(Counter("kvidx_discovery_engines_added_total"), 3);
-  EXPECT_EQ(Counter("kvidx_discovery_engines_removed_total"), 1);
   EXPECT_GE(Result("unreachable"), 1);  // the cut, counted
 }
 
