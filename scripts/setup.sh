@@ -10,7 +10,7 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libssl-dev prometheus-cpp-dev libspdlog-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev
-  nlohmann-json3-dev                  # kvidx-bench w2 reads JSONL traces
+  nlohmann-json3-dev                  # JSON: Kubernetes API, chat requests, tokenizer.json, traces
   libcurl4-openssl-dev                # engine /metrics scrapes (ingest/load_scraper)
   libcivetweb-dev                     # HTTP server of the scraper tests (prometheus-cpp serves with it too)
   libc-ares-dev                       # discovery's DNS lookups (server/dns_resolver; gRPC links it too)

@@ -47,7 +47,7 @@ constexpr size_t kMaxConfigFileBytes = 16 << 20;
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 constexpr std::string_view kConnectModes[] = {"connect", "bind"};
 constexpr std::string_view kOnCorrupt[] = {"fail", "start-empty"};
-constexpr std::string_view kProviderTypes[] = {"dns"};
+constexpr std::string_view kProviderTypes[] = {"dns", "kubernetes"};
 
 // A scalar's type under the YAML 1.2 core schema (see the file comment).
 enum class Kind : uint8_t { kNull, kBool, kInt, kFloat, kString, kSequence, kMap, kOther };
@@ -323,7 +323,10 @@ class ConfigParser {
   Status ReadTls(const Value& v, TlsConfig* t);
   Status ReadModel(const Value& v, ModelConfig* m);
   Status ReadEngine(const Value& v, EngineEntry* e);
+  Status ReadProvider(const Value& v, size_t item, DiscoveryConfig* d);
   Status ReadDnsProvider(const Value& v, DnsProviderConfig* p);
+  Status ReadKubernetesProvider(const Value& v, KubernetesProviderConfig* p);
+  Status ReadPortRef(const Value& v, PortRef* out) const;
   Status ReadNameserver(const Value& v, std::string* out) const;
 
   Status CheckSingleDocument(const std::string& text) const;
@@ -332,8 +335,12 @@ class ConfigParser {
   Status CheckEngines(const ServerConfig& c) const;
   Status CheckDiscovery(const ServerConfig& c) const;
   Status CheckDnsProvider(const ServerConfig& c, size_t i) const;
+  Status CheckKubernetesProvider(const ServerConfig& c, size_t i) const;
 
   std::string origin_;
+  // The providers[] position of each DNS and Kubernetes provider, for errors.
+  std::vector<size_t> dns_items_;
+  std::vector<size_t> k8s_items_;
   // Where each key path the document set was written (key line, or item
   // line for sequence elements).
   std::unordered_map<std::string, YAML::Mark> marks_;
@@ -644,6 +651,71 @@ Status ConfigParser::ReadDnsProvider(const Value& v, DnsProviderConfig* p) {
   });
 }
 
+Status ConfigParser::ReadPortRef(const Value& v, PortRef* out) const {
+  const Kind kind = KindOf(v.node);
+  if (kind == Kind::kInt) {
+    uint64_t n = 0;
+    if (Status s = ReadUint(v, 1, 65535, &n); !s.ok()) return s;
+    out->number = static_cast<uint32_t>(n);
+    return Status::Ok();
+  }
+  if (kind != Kind::kString) return Mismatch(v, "a port number or a port name");
+  // A Service port name is an IANA_SVC_NAME: 1-15 of [a-z0-9-].
+  const std::string& s = v.node.Scalar();
+  const bool ok = !s.empty() && s.size() <= 15 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+  if (!ok) return Error(v, "expected a port number or a port name (1-15 of a-z, 0-9, -), got " + Quote(s));
+  out->name = s;
+  return Status::Ok();
+}
+
+Status ConfigParser::ReadKubernetesProvider(const Value& v, KubernetesProviderConfig* p) {
+  return ReadMap(v, {
+      {"type",
+       [this](const Value& f) {
+         size_t i = 0;
+         return ReadChoice(f, kProviderTypes, &i);
+       }},
+      {"name", Str(&p->name)},
+      {"model", Str(&p->model)},
+      {"namespace", Str(&p->namespace_name)},
+      {"service", Str(&p->service)},
+      {"pod_selector", Str(&p->pod_selector)},
+      {"ports",
+       [this, p](const Value& f) {
+         return ReadMap(f, {
+             {"events", [this, p](const Value& x) { return ReadPortRef(x, &p->events_port); }},
+             {"replay", [this, p](const Value& x) { return ReadPortRef(x, &p->replay_port); }},
+             {"metrics", [this, p](const Value& x) { return ReadPortRef(x, &p->metrics_port); }},
+         });
+       }},
+      {"dp_size", Int(1, 256, &p->data_parallel_size)},
+      {"grace_ms", Int(0, kOneHourMs * 24, &p->grace_ms)},
+      {"api_server", Str(&p->api_server)},
+      {"token_file", Str(&p->token_file)},
+      {"ca_file", Str(&p->ca_file)},
+      {"insecure_skip_tls_verify", Bool(&p->insecure_skip_tls_verify)},
+      {"watch_timeout_seconds", Int(1, 3600, &p->watch_timeout_seconds)},
+      {"timeout_ms", Int(100, 300'000, &p->timeout_ms)},
+      {"backoff_initial_ms", Int(10, kOneHourMs, &p->backoff_initial_ms)},
+      {"backoff_max_ms", Int(10, kOneHourMs, &p->backoff_max_ms)},
+  });
+}
+
+// The provider's type picks its reader; a missing or unknown type is
+// reported by the DNS reader (and the required-key check) as before.
+Status ConfigParser::ReadProvider(const Value& v, size_t item, DiscoveryConfig* d) {
+  if (v.node.IsMap() && v.node["type"] && v.node["type"].IsScalar() && v.node["type"].Scalar() == "kubernetes") {
+    k8s_items_.push_back(item);
+    d->kubernetes.emplace_back();
+    return ReadKubernetesProvider(v, &d->kubernetes.back());
+  }
+  dns_items_.push_back(item);
+  d->providers.emplace_back();
+  return ReadDnsProvider(v, &d->providers.back());
+}
+
 Status ConfigParser::ReadTop(const Value& v, ServerConfig* c) {
   return ReadMap(v, {
       {"grpc", [this, c](const Value& f) { return ReadGrpc(f, &c->grpc); }},
@@ -738,9 +810,8 @@ Status ConfigParser::ReadTop(const Value& v, ServerConfig* c) {
          return ReadMap(f, {
              {"providers",
               [this, c](const Value& l) {
-                return ReadList(l, [this, c](const Value& item, size_t) {
-                  c->discovery.providers.emplace_back();
-                  return ReadDnsProvider(item, &c->discovery.providers.back());
+                return ReadList(l, [this, c](const Value& item, size_t i) {
+                  return ReadProvider(item, i, &c->discovery);
                 });
               }},
          });
@@ -825,7 +896,7 @@ Status ConfigParser::CheckEngines(const ServerConfig& c) const {
 
 Status ConfigParser::CheckDnsProvider(const ServerConfig& c, size_t i) const {
   const DnsProviderConfig& p = c.discovery.providers[i];
-  const std::string item = "discovery.providers[" + std::to_string(i) + "]";
+  const std::string item = "discovery.providers[" + std::to_string(dns_items_[i]) + "]";
   const YAML::Mark item_mark = MarkOf({item}, YAML::Mark::null_mark());
   auto at = [&](std::string_view key) { return MarkOf({JoinPath(item, key)}, item_mark); };
   for (std::string_view key : {"type", "name", "model"}) {
@@ -861,17 +932,69 @@ Status ConfigParser::CheckDnsProvider(const ServerConfig& c, size_t i) const {
   return Status::Ok();
 }
 
+Status ConfigParser::CheckKubernetesProvider(const ServerConfig& c, size_t i) const {
+  const KubernetesProviderConfig& p = c.discovery.kubernetes[i];
+  const std::string item = "discovery.providers[" + std::to_string(k8s_items_[i]) + "]";
+  const YAML::Mark item_mark = MarkOf({item}, YAML::Mark::null_mark());
+  auto at = [&](std::string_view key) { return MarkOf({JoinPath(item, key)}, item_mark); };
+  const bool service = Present(JoinPath(item, "service"));
+  if (service == Present(JoinPath(item, "pod_selector"))) {
+    return Error(at(service ? "pod_selector" : "name"), item,
+                 service ? "set service or pod_selector, not both"
+                         : "needs service (its EndpointSlices) or pod_selector (a label selector of Pods)");
+  }
+  for (std::string_view key : {"name", "model", "namespace"}) {
+    if (!Present(JoinPath(item, key))) return Error(item_mark, JoinPath(item, key), "is required");
+  }
+  // Pods may name their ports by annotation.
+  if (service && !Present(JoinPath(item, "ports.events"))) {
+    return Error(item_mark, JoinPath(item, "ports.events"), "is required");
+  }
+  for (std::string_view key : {"name", "namespace", service ? "service" : "pod_selector"}) {
+    const std::string& value = key == "name"        ? p.name
+                               : key == "namespace" ? p.namespace_name
+                               : service            ? p.service
+                                                    : p.pod_selector;
+    if (value.empty()) return Error(at(key), JoinPath(item, key), "must not be empty");
+  }
+  if (c.FindModel(p.model) == nullptr) {
+    return Error(at("model"), JoinPath(item, "model"), "model " + Quote(p.model) + " is not configured under models");
+  }
+  if (!p.api_server.empty() && p.api_server.rfind("https://", 0) != 0) {
+    return Error(at("api_server"), JoinPath(item, "api_server"),
+                 "expected an https:// URL (the token must not travel in clear), got " + Quote(p.api_server));
+  }
+  for (uint32_t port : {p.events_port.number, p.replay_port.number, p.metrics_port.number}) {
+    if (port != 0 && port + p.data_parallel_size - 1 > 65535) {
+      return Error(at("dp_size"), JoinPath(item, "dp_size"),
+                   "port " + std::to_string(port) + " + dp_size - 1 exceeds 65535");
+    }
+  }
+  if (p.backoff_initial_ms > p.backoff_max_ms) {
+    return Error(at("backoff_initial_ms"), JoinPath(item, "backoff_initial_ms"),
+                 "must not exceed backoff_max_ms (" + std::to_string(p.backoff_max_ms) + ")");
+  }
+  return Status::Ok();
+}
+
 Status ConfigParser::CheckDiscovery(const ServerConfig& c) const {
+  // Provider name -> its providers[] position.
   std::unordered_map<std::string_view, size_t> first;
+  auto unique = [&](std::string_view name, size_t item) {
+    const std::string path = "discovery.providers[" + std::to_string(item) + "].name";
+    auto [it, inserted] = first.emplace(name, item);
+    if (inserted) return Status::Ok();
+    return Error(MarkOf({path}, YAML::Mark::null_mark()), path,
+                 "duplicate provider " + Quote(it->first) + " (also discovery.providers[" +
+                     std::to_string(it->second) + "])");
+  };
   for (size_t i = 0; i < c.discovery.providers.size(); ++i) {
     if (Status s = CheckDnsProvider(c, i); !s.ok()) return s;
-    const std::string path = "discovery.providers[" + std::to_string(i) + "].name";
-    auto [it, inserted] = first.emplace(c.discovery.providers[i].name, i);
-    if (!inserted) {
-      return Error(MarkOf({path}, YAML::Mark::null_mark()), path,
-                   "duplicate provider " + Quote(it->first) + " (also discovery.providers[" +
-                       std::to_string(it->second) + "])");
-    }
+    if (Status s = unique(c.discovery.providers[i].name, dns_items_[i]); !s.ok()) return s;
+  }
+  for (size_t i = 0; i < c.discovery.kubernetes.size(); ++i) {
+    if (Status s = CheckKubernetesProvider(c, i); !s.ok()) return s;
+    if (Status s = unique(c.discovery.kubernetes[i].name, k8s_items_[i]); !s.ok()) return s;
   }
   return Status::Ok();
 }

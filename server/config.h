@@ -168,8 +168,51 @@ struct DnsProviderConfig {
   std::string nameserver;
 };
 
+// A port of a discovered engine: a port name the EndpointSlice lists (the
+// Service's port name, e.g. "kv-events"), or a fixed number. Neither = none.
+struct PortRef {
+  std::string name;
+  uint32_t number = 0;
+  bool empty() const { return name.empty() && number == 0; }
+};
+
+// A Kubernetes provider (docs/CONFIG.md "discovery"): the engines behind one
+// Service, followed by list + watch of its EndpointSlices
+// (discovery.k8s.io/v1, label kubernetes.io/service-name=<service>) in one
+// namespace -- or the Pods a label selector picks. Replica = the pod's name
+// (an endpoint's targetRef, else its hostname).
+struct KubernetesProviderConfig {
+  std::string name;
+  std::string model;  // Pods: the default of the kvidx.io/model annotation
+  std::string namespace_name;
+  // Exactly one of the two.
+  std::string service;
+  std::string pod_selector;  // a label selector, e.g. "app.kubernetes.io/name=vllm"
+  bool pods() const { return !pod_selector.empty(); }
+  PortRef events_port;   // required
+  PortRef replay_port;   // empty = no replay endpoint
+  PortRef metrics_port;  // empty = /metrics not scraped
+  uint32_t data_parallel_size = 1;
+  uint32_t grace_ms = 30'000;
+  // "" = in cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT.
+  std::string api_server;
+  std::string token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";  // re-read per request
+  std::string ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+  // Skips verifying the API server's certificate. Only when set explicitly.
+  bool insecure_skip_tls_verify = false;
+  // A watch asks the server to end after this long (timeoutSeconds); it is
+  // then resumed from the last resourceVersion.
+  uint32_t watch_timeout_seconds = 300;
+  // Connect and list deadline.
+  uint32_t timeout_ms = 10'000;
+  // After an error: wait backoff_initial_ms, doubling up to backoff_max_ms.
+  uint32_t backoff_initial_ms = 500;
+  uint32_t backoff_max_ms = 30'000;
+};
+
 struct DiscoveryConfig {
   std::vector<DnsProviderConfig> providers;
+  std::vector<KubernetesProviderConfig> kubernetes;
 };
 
 struct ServerConfig {

@@ -87,16 +87,6 @@ void FromSrv(const DnsProviderConfig& p, const DnsAnswer<DnsSrv>& srv, DnsResolv
 
 }  // namespace
 
-std::string_view SkipReasonName(SkipReason r) {
-  switch (r) {
-    case SkipReason::kNoAddress: return "no_address";
-    case SkipReason::kBadName: return "bad_name";
-    case SkipReason::kDuplicate: return "duplicate";
-    case SkipReason::kConflict: return "conflict";
-  }
-  return "unknown";
-}
-
 ResolvedEngines ResolveEngines(const DnsProviderConfig& p, DnsResolver* resolver, const std::atomic<bool>& stop) {
   ResolvedEngines out;
   if (!p.host.empty()) {
@@ -113,10 +103,18 @@ ResolvedEngines ResolveEngines(const DnsProviderConfig& p, DnsResolver* resolver
   return out;
 }
 
-Discovery::Discovery(std::vector<DnsProviderConfig> providers, Target target) : target_(std::move(target)) {
-  for (DnsProviderConfig& c : providers) {
+Discovery::Discovery(DiscoveryConfig config, Target target) : target_(std::move(target)) {
+  for (DnsProviderConfig& c : config.providers) {
     auto p = std::make_unique<Provider>();
+    p->name = c.name;
     p->config = std::move(c);
+    providers_.push_back(std::move(p));
+  }
+  for (KubernetesProviderConfig& c : config.kubernetes) {
+    auto p = std::make_unique<Provider>();
+    p->name = c.name;
+    p->kubernetes = true;
+    p->k8s = std::move(c);
     providers_.push_back(std::move(p));
   }
 }
@@ -125,14 +123,33 @@ Discovery::~Discovery() { Stop(); }
 
 Status Discovery::Start() {
   for (auto& p : providers_) {
+    if (p->kubernetes) {
+      Provider* raw = p.get();
+      KubernetesWatcher::Sink sink{
+          [this, raw](const std::vector<DiscoveredEngine>& engines) { Publish(raw, engines); },
+          [this, raw](KubeOutcome o, const std::string& detail) { Report(raw, o, detail); },
+          [this, raw](const SkipCounts& skipped) {
+            std::lock_guard<std::mutex> lock(mu_);
+            for (size_t i = 0; i < kNumSkipReasons; ++i) raw->skipped[i] += skipped[i];
+          }};
+      p->watcher = std::make_unique<KubernetesWatcher>(p->k8s, std::move(sink));
+      continue;
+    }
     DnsResolver::Options o;
     o.nameserver = p->config.nameserver;
     o.timeout = milliseconds(p->config.timeout_ms);
     Result<std::unique_ptr<DnsResolver>> r = DnsResolver::Create(o);
-    if (!r.ok()) return r.status().WithPrefix("discovery provider " + p->config.name + ": ");
+    if (!r.ok()) return r.status().WithPrefix("discovery provider " + p->name + ": ");
     p->resolver = std::move(r.value());
   }
   thread_ = std::thread([this] { Run(); });
+  for (auto& p : providers_) {
+    if (p->watcher == nullptr) continue;
+    if (Status s = p->watcher->Start(); !s.ok()) {
+      Stop();
+      return s;
+    }
+  }
   return Status::Ok();
 }
 
@@ -142,13 +159,18 @@ void Discovery::Stop() {
     stop_.store(true);
   }
   wake_.notify_all();
+  for (auto& p : providers_) {
+    if (p->watcher != nullptr) p->watcher->Stop();
+  }
   if (thread_.joinable()) thread_.join();
 }
 
 Discovery::Clock::time_point Discovery::NextWake() const {
   // Bounded: a far deadline would overflow the condition variable's clock.
   Clock::time_point wake = Clock::now() + std::chrono::hours(1);
-  for (const auto& p : providers_) wake = std::min(wake, p->next_due);
+  for (const auto& p : providers_) {
+    if (!p->kubernetes) wake = std::min(wake, p->next_due);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (auto d = state_.NextDeadline()) wake = std::min(wake, *d);
   return wake;
@@ -158,14 +180,17 @@ void Discovery::Run() {
   while (!stop_.load()) {
     for (auto& p : providers_) {
       if (stop_.load()) return;
-      if (Clock::now() >= p->next_due) Resolve(p.get());
+      if (!p->kubernetes && Clock::now() >= p->next_due) Resolve(p.get());
     }
-    DiscoveryActions expired;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      expired = state_.Expire(Clock::now());
+      std::lock_guard<std::mutex> apply(apply_mu_);
+      DiscoveryActions expired;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        expired = state_.Expire(Clock::now());
+      }
+      for (const DiscoveryRemoval& r : expired.remove) ApplyRemove(r);
     }
-    for (const DiscoveryRemoval& r : expired.remove) ApplyRemove(r);
     std::unique_lock<std::mutex> lock(wake_mu_);
     wake_.wait_until(lock, NextWake(), [this] { return stop_.load(); });
   }
@@ -173,7 +198,7 @@ void Discovery::Run() {
 
 Discovery::Provider* Discovery::FindProvider(std::string_view name) {
   for (auto& p : providers_) {
-    if (p->config.name == name) return p.get();
+    if (p->name == name) return p.get();
   }
   return nullptr;
 }
@@ -187,6 +212,7 @@ void Discovery::Resolve(Provider* p) {
   if (r.outcome == DnsOutcome::kOk && r.ttl_seconds) wait = std::min(wait, milliseconds(*r.ttl_seconds * 1000LL));
   if (r.outcome != DnsOutcome::kOk) wait = milliseconds(c.min_interval_ms);
   p->next_due = now + std::max(wait, milliseconds(c.min_interval_ms));
+  std::lock_guard<std::mutex> apply(apply_mu_);
   DiscoveryActions actions;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -217,15 +243,72 @@ void Discovery::ApplyRemove(const DiscoveryRemoval& r) {
     spdlog::info("discovery {}: engine {} not removed: {}", r.provider, r.replica, s.ToString());
     return;
   }
-  spdlog::info("discovery {}: engine {} removed (gone from DNS for its grace period)", r.provider, r.replica);
+  spdlog::info("discovery {}: engine {} removed (gone from its provider for the grace period, or redefined)",
+               r.provider, r.replica);
   std::lock_guard<std::mutex> lock(mu_);
-  if (p != nullptr) ++p->removed;
+  if (p == nullptr) return;
+  ++p->removed;
+  if (auto it = p->not_ready.find(r.replica); it != p->not_ready.end()) p->not_ready.erase(it);
+  p->not_ready_count = p->not_ready.size();
+}
+
+void Discovery::Publish(Provider* p, const std::vector<DiscoveredEngine>& engines) {
+  std::vector<EngineEntry> entries;
+  entries.reserve(engines.size());
+  for (const DiscoveredEngine& e : engines) entries.push_back(e.entry);
+  std::lock_guard<std::mutex> apply(apply_mu_);
+  DiscoveryActions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t conflicts = state_.Counts(p->name).conflicts;
+    actions = state_.Update(p->name, milliseconds(p->k8s.grace_ms), entries, Clock::now());
+    p->skipped[static_cast<size_t>(SkipReason::kConflict)] += state_.Counts(p->name).conflicts - conflicts;
+  }
+  Apply(p, actions);
+  SyncReadiness(p, engines, actions);
+  // A grace period may have started: the DNS thread ends it.
+  wake_.notify_all();
+}
+
+void Discovery::SyncReadiness(Provider* p, const std::vector<DiscoveredEngine>& engines,
+                              const DiscoveryActions& applied) {
+  // An engine added now starts ready at the node.
+  for (const EngineEntry& e : applied.add) {
+    if (auto it = p->not_ready.find(e.engine.replica); it != p->not_ready.end()) p->not_ready.erase(it);
+  }
+  for (const DiscoveredEngine& e : engines) {
+    const std::string& replica = e.entry.engine.replica;
+    const bool marked = p->not_ready.contains(replica);
+    if (marked != e.ready) continue;  // the node already has it so
+    // Refused when the engine is not the provider's (a conflict, a refused add).
+    if (!target_.ready(replica, p->name, e.ready).ok()) continue;
+    if (e.ready) {
+      p->not_ready.erase(p->not_ready.find(replica));
+    } else {
+      p->not_ready.insert(replica);
+    }
+    spdlog::info("discovery {}: engine {} is {}", p->name, replica, e.ready ? "ready" : "not ready");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  p->not_ready_count = p->not_ready.size();
+}
+
+void Discovery::Report(Provider* p, KubeOutcome outcome, const std::string& detail) {
+  (void)detail;  // logged by the watcher, once per outage
+  std::lock_guard<std::mutex> lock(mu_);
+  ++p->resolutions[static_cast<size_t>(outcome)];
+  if (outcome == KubeOutcome::kOk) {
+    p->stale = false;
+    p->last_success = Clock::now();
+  } else if (outcome != KubeOutcome::kGone) {
+    p->stale = true;
+  }
 }
 
 void Discovery::Apply(Provider* p, const DiscoveryActions& actions) {
   for (const DiscoveryRemoval& r : actions.remove) ApplyRemove(r);
   for (const EngineEntry& e : actions.add) {
-    Status s = target_.add(e, p->config.name);
+    Status s = target_.add(e, p->name);
     std::lock_guard<std::mutex> lock(mu_);
     if (s.ok()) {
       ++p->added;
@@ -234,7 +317,7 @@ void Discovery::Apply(Provider* p, const DiscoveryActions& actions) {
     // Refused (its replica or stream belongs to a configured engine, ...):
     // forgotten, so the next answer listing it tries again.
     if (p->add_errors++ == 0 || s.code() != StatusCode::kFailedPrecondition) {
-      spdlog::warn("discovery {}: engine {} not added: {}", p->config.name, e.engine.replica, s.ToString());
+      spdlog::warn("discovery {}: engine {} not added: {}", p->name, e.engine.replica, s.ToString());
     }
     state_.Forget(e.engine.replica);
   }
@@ -249,13 +332,17 @@ void Discovery::RenderMetrics(std::vector<MetricSample>* out) const {
   const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& p : providers_) {
-    const std::string& name = p->config.name;
+    const std::string& name = p->name;
     const DiscoveryState::ProviderCounts c = state_.Counts(name);
-    add(m::kDiscoveryEngines, d(c.active), {{"provider", name}, {"state", "active"}});
+    const size_t not_ready = std::min(p->not_ready_count, c.active + c.grace);
+    add(m::kDiscoveryEngines, d(c.active - std::min(c.active, not_ready)), {{"provider", name}, {"state", "active"}});
+    add(m::kDiscoveryEngines, d(not_ready), {{"provider", name}, {"state", "not_ready"}});
     add(m::kDiscoveryEngines, d(c.grace), {{"provider", name}, {"state", "grace"}});
-    for (size_t i = 0; i < kNumDnsOutcomes; ++i) {
-      add(m::kDiscoveryResolutions, d(p->resolutions[i]),
-          {{"provider", name}, {"result", std::string(DnsOutcomeName(static_cast<DnsOutcome>(i)))}});
+    const size_t outcomes = p->kubernetes ? kNumKubeOutcomes : kNumDnsOutcomes;
+    for (size_t i = 0; i < outcomes; ++i) {
+      const std::string_view result = p->kubernetes ? KubeOutcomeName(static_cast<KubeOutcome>(i))
+                                                    : DnsOutcomeName(static_cast<DnsOutcome>(i));
+      add(m::kDiscoveryResolutions, d(p->resolutions[i]), {{"provider", name}, {"result", std::string(result)}});
     }
     for (size_t i = 0; i < kNumSkipReasons; ++i) {
       add(m::kDiscoverySkippedRecords, d(p->skipped[i]),

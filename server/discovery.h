@@ -1,4 +1,5 @@
-// Discovery: the thread that follows each DNS provider's engines (issue 19).
+// Discovery: follows each provider's engines (issue 19): DNS providers on
+// one thread, each Kubernetes provider on its own (k8s_watch.h).
 //
 // For every provider (config.h DnsProviderConfig) it resolves the SRV or
 // A/AAAA name through its own DnsResolver, turns the records into engine
@@ -13,11 +14,21 @@
 // changes nothing: the engines of the last good answer stay, and the
 // provider is flagged stale until one succeeds again.
 //
-// One thread for all providers; a resolution blocks it for at most about
-// 2 x timeout. Stop() interrupts a resolution and joins. Metrics may be
-// rendered from any thread. Thread-safe.
+// A Kubernetes provider's watcher hands over its whole engine set after
+// each change; it goes through the same DiscoveryState (grace periods,
+// conflicts), and the readiness of each engine (EndpointSlice
+// conditions.ready) goes to the Target's `ready`, so that Route skips a
+// not-ready engine while its sources stay subscribed. Its failures are
+// counted by KubeOutcome and flag it stale like a failed resolution.
+//
+// The DNS thread also ends grace periods (for every provider); a resolution
+// blocks it for at most about 2 x timeout. The state changes of all threads
+// are applied to the Target one at a time. Stop() interrupts the
+// resolutions and watches and joins. Metrics may be rendered from any
+// thread. Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <condition_variable>
@@ -27,6 +38,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -37,13 +49,11 @@
 #include "server/config.h"
 #include "server/discovery_state.h"
 #include "server/dns_resolver.h"
+#include "server/k8s_endpoints.h"
+#include "server/k8s_watch.h"
+#include "server/kube_api.h"
 
 namespace kvidx::server {
-
-// Records a provider answered but no engine came of, by reason.
-enum class SkipReason : uint8_t { kNoAddress, kBadName, kDuplicate, kConflict };
-inline constexpr size_t kNumSkipReasons = 4;
-std::string_view SkipReasonName(SkipReason r);
 
 // One resolution of a provider, as engines.
 struct ResolvedEngines {
@@ -65,15 +75,19 @@ class Discovery {
   struct Target {
     std::function<Status(const EngineEntry&, std::string_view provider)> add;
     std::function<Status(std::string_view replica, std::string_view provider)> remove;
+    // The engine's readiness changed (engines are added ready).
+    std::function<Status(std::string_view replica, std::string_view provider, bool ready)> ready;
   };
 
-  Discovery(std::vector<DnsProviderConfig> providers, Target target);
+  Discovery(DiscoveryConfig config, Target target);
   ~Discovery();  // Stop()s
   Discovery(const Discovery&) = delete;
   Discovery& operator=(const Discovery&) = delete;
 
-  // Creates the resolvers and starts the thread (the first resolutions run
-  // at once). InvalidArgument for a nameserver c-ares refuses.
+  // Creates the resolvers and watchers and starts the threads (the first
+  // resolutions and lists run at once). InvalidArgument for a nameserver
+  // c-ares refuses; FailedPrecondition for a Kubernetes provider with no
+  // api_server outside a pod.
   Status Start();
   void Stop();
 
@@ -82,11 +96,18 @@ class Discovery {
 
  private:
   struct Provider {
-    DnsProviderConfig config;
+    std::string name;
+    bool kubernetes = false;
+    DnsProviderConfig config;  // DNS
     std::unique_ptr<DnsResolver> resolver;
     Clock::time_point next_due{};
+    KubernetesProviderConfig k8s;
+    std::unique_ptr<KubernetesWatcher> watcher;
+    // Guarded by apply_mu_: replicas last reported not ready to the Target.
+    std::set<std::string, std::less<>> not_ready;
     // Guarded by mu_:
-    std::array<uint64_t, kNumDnsOutcomes> resolutions{};
+    std::array<uint64_t, std::max(kNumDnsOutcomes, kNumKubeOutcomes)> resolutions{};
+    size_t not_ready_count = 0;
     std::array<uint64_t, kNumSkipReasons> skipped{};
     std::optional<Clock::time_point> last_success;
     bool stale = false;
@@ -98,6 +119,10 @@ class Discovery {
   void Run();
   void Resolve(Provider* p);
   void Apply(Provider* p, const DiscoveryActions& actions);
+  // A Kubernetes provider's whole engine set (its watcher's thread).
+  void Publish(Provider* p, const std::vector<DiscoveredEngine>& engines);
+  void Report(Provider* p, KubeOutcome outcome, const std::string& detail);
+  void SyncReadiness(Provider* p, const std::vector<DiscoveredEngine>& engines, const DiscoveryActions& applied);
   void ApplyRemove(const DiscoveryRemoval& removal);
   Clock::time_point NextWake() const;
   Provider* FindProvider(std::string_view name);
@@ -107,6 +132,9 @@ class Discovery {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 
+  // Held while a state change is computed and applied to the Target, so
+  // that changes from different threads reach the node in their order.
+  std::mutex apply_mu_;
   mutable std::mutex mu_;  // provider counters, state_
   DiscoveryState state_;
   std::mutex wake_mu_;

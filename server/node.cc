@@ -73,14 +73,17 @@ Result<std::unique_ptr<Node>> Node::Create(const ServerConfig& config) {
     node->models_.push_back(std::move(runtime));
   }
   node->ingester_ = std::make_unique<ingest::Ingester>(ToIngestOptions(config), &node->sink_);
-  if (!config.discovery.providers.empty()) {
+  if (!config.discovery.providers.empty() || !config.discovery.kubernetes.empty()) {
     Node* n = node.get();
     Discovery::Target target{
         [n](const EngineEntry& e, std::string_view provider) { return n->AddDiscoveredEngine(e, provider); },
         [n](std::string_view replica, std::string_view provider) {
           return n->RemoveDiscoveredEngine(replica, provider);
+        },
+        [n](std::string_view replica, std::string_view provider, bool ready) {
+          return n->SetDiscoveredEngineReady(replica, provider, ready);
         }};
-    node->discovery_ = std::make_unique<Discovery>(config.discovery.providers, std::move(target));
+    node->discovery_ = std::make_unique<Discovery>(config.discovery, std::move(target));
   }
   return node;
 }
@@ -271,12 +274,40 @@ Status Node::RemoveDiscoveredEngine(std::string_view replica, std::string_view p
   return RemoveEngineLocked(replica);
 }
 
+Status Node::SetDiscoveredEngineReady(std::string_view replica, std::string_view provider, bool ready) {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  auto it = discovered_.find(replica);
+  if (it == discovered_.end() || it->second != provider) {
+    return Status::FailedPrecondition("engine \"" + std::string(replica) + "\" was not added by discovery provider " +
+                                      std::string(provider));
+  }
+  std::lock_guard<std::mutex> ready_lock(ready_mu_);
+  if (ready) {
+    if (auto r = not_ready_.find(replica); r != not_ready_.end()) not_ready_.erase(r);
+  } else {
+    not_ready_.emplace(replica);
+  }
+  not_ready_count_.store(not_ready_.size());
+  return Status::Ok();
+}
+
+bool Node::EngineReady(std::string_view replica) const {
+  if (not_ready_count_.load() == 0) return true;
+  std::lock_guard<std::mutex> lock(ready_mu_);
+  return !not_ready_.contains(replica);
+}
+
 Status Node::RemoveEngineLocked(std::string_view replica) {
   auto it = engines_.find(replica);
   if (it == engines_.end()) return Status::NotFound("replica \"" + std::string(replica) + "\" is not configured");
   if (Status s = ingester_->RemoveEngine(replica); !s.ok()) return s;
   engines_.erase(it);
   if (auto d = discovered_.find(replica); d != discovered_.end()) discovered_.erase(d);
+  {
+    std::lock_guard<std::mutex> ready_lock(ready_mu_);
+    if (auto r = not_ready_.find(replica); r != not_ready_.end()) not_ready_.erase(r);
+    not_ready_count_.store(not_ready_.size());
+  }
   UpdateScrapeTargetsLocked();
   // Rebuilt rather than edited: a claim does not record which engine's
   // stream it is, and removal is rare.

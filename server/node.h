@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -121,6 +122,14 @@ class Node {
   // (FailedPrecondition).
   Status AddDiscoveredEngine(const EngineEntry& engine, std::string_view provider);
   Status RemoveDiscoveredEngine(std::string_view replica, std::string_view provider);
+  // A discovered engine's readiness (Kubernetes: its endpoint's
+  // conditions.ready). A not-ready engine keeps its sources, but Route does
+  // not pick it. Engines start ready; FailedPrecondition for an engine
+  // `provider` did not add.
+  Status SetDiscoveredEngineReady(std::string_view replica, std::string_view provider, bool ready);
+  // false only for an engine discovery reported not ready. Any thread; no
+  // lock taken while every engine is ready.
+  bool EngineReady(std::string_view replica) const;
   Status Resync(std::string_view source_or_replica);
   std::vector<EngineEntry> Engines() const;
   // A consistent snapshot to the data directory. FailedPrecondition without one.
@@ -161,6 +170,10 @@ class Node {
   EngineClaims claims_;  // replicas and streams of engines_ (ValidateEngine)
   // Engines discovery added: replica -> provider.
   std::map<std::string, std::string, std::less<>> discovered_;
+  // Discovered engines reported not ready, and how many (read without the lock).
+  mutable std::mutex ready_mu_;
+  std::set<std::string, std::less<>> not_ready_;
+  std::atomic<size_t> not_ready_count_{0};
   // Watermarks from the restored snapshot, by "<replica>/dp<rank>", until
   // Start() has consumed them.
   std::map<std::string, ingest::SourceWatermark> restored_;

@@ -91,11 +91,13 @@ inline constexpr MetricFamily kEngineLoadInvalid{
 
 inline constexpr MetricFamily kDiscoveryEngines{
     "kvidx_discovery_engines", K::kGauge,
-    "Engines a discovery provider holds, by state (active: in its last good answer | grace: missing, kept)."};
+    "Engines a discovery provider holds, by state (active: in its last good answer | not_ready: listed, not "
+    "ready, not routed to | grace: missing, kept)."};
 inline constexpr MetricFamily kDiscoveryResolutions{
     "kvidx_discovery_resolutions_total", K::kCounter,
-    "Resolutions of a discovery provider by result (ok | nxdomain | nodata | servfail | refused | timeout | "
-    "unreachable | malformed | error)."};
+    "Resolutions of a discovery provider by result (DNS: ok | nxdomain | nodata | servfail | refused | timeout | "
+    "unreachable | malformed | error; Kubernetes lists and watches: ok | gone | unauthorized | forbidden | "
+    "http_error | unreachable | tls | timeout | malformed | error)."};
 inline constexpr MetricFamily kDiscoveryLastSuccessAge{
     "kvidx_discovery_last_success_age_seconds", K::kGauge,
     "Age of a discovery provider's last good answer (-1: none yet)."};
@@ -112,7 +114,8 @@ inline constexpr MetricFamily kDiscoveryAddErrors{
     "Discovered engines the node refused (e.g. the replica or stream of a configured engine)."};
 inline constexpr MetricFamily kDiscoverySkippedRecords{
     "kvidx_discovery_skipped_records_total", K::kCounter,
-    "DNS records no engine came of, by reason (no_address | bad_name | duplicate | conflict)."};
+    "Records (DNS records, EndpointSlice endpoints, watch events) no engine came of, by reason (no_address | "
+    "bad_name | duplicate | conflict | no_port | malformed | bad_annotation)."};
 
 }  // namespace kvidx::server::metric
 

@@ -94,6 +94,8 @@ Status RouteEngine::Candidates(const RouteQuery& q, const ModelRuntime& model, c
       if (it == q.prompt.replicas.end()) continue;
       named[it - q.prompt.replicas.begin()] = true;
     }
+    // A not-ready engine (discovery) stays indexed but is not routed to.
+    if (!node.EngineReady(st.spec.replica)) continue;
     const std::optional<SourceId> id = node.sink().FindSource(st.spec.replica, st.spec.dp_rank);
     const SourceInfo* info = id ? node.sources().Get(*id) : nullptr;
     if (info == nullptr) continue;
@@ -116,7 +118,9 @@ Status RouteEngine::Candidates(const RouteQuery& q, const ModelRuntime& model, c
                               Quote(model.config.name) + " on replica " + Quote(q.prompt.replicas[i]));
     }
   }
-  if (out->empty()) return Status::Unavailable("model: " + Quote(model.config.name) + " has no sources to route to");
+  if (out->empty()) {
+    return Status::Unavailable("model: " + Quote(model.config.name) + " has no sources to route to (or none ready)");
+  }
   return Status::Ok();
 }
 

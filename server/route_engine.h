@@ -15,7 +15,8 @@
 //                    below what the hashes cover;
 //   NotFound         an unknown model, a named replica with no source, an
 //                    unknown or finished route_id;
-//   Unavailable      no candidate rank (the model has no sources).
+//   Unavailable      no candidate rank (the model has no sources, or only
+//                    ones of engines discovery reports not ready).
 //
 // Thread-safety: every method may be called from any thread at once.
 // `queries` (and the node under it) outlives the engine.

@@ -1,4 +1,5 @@
-// The discovery section (server/config.h DnsProviderConfig): what a valid
+// The discovery section (server/config.h DnsProviderConfig,
+// KubernetesProviderConfig): what a valid
 // provider reads as, and that every mistake is refused with its key path
 // and line, like the rest of the file.
 #include <gmock/gmock.h>
@@ -88,8 +89,8 @@ TEST(DiscoveryConfig, RefusesContradictionsAndUnknowns) {
               HasSubstr("ports.events: not with srv"));
   EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: other, srv: s}\n"),
               HasSubstr("discovery.providers[0].model: model \"other\" is not configured"));
-  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: d, model: qwen, srv: s}\n"),
-              HasSubstr("discovery.providers[0].type: expected one of dns, got \"kubernetes\""));
+  EXPECT_THAT(ErrorOf("    - {type: consul, name: d, model: qwen, srv: s}\n"),
+              HasSubstr("discovery.providers[0].type: expected one of dns, kubernetes, got \"consul\""));
   EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s, grace: 5}\n"),
               HasSubstr("discovery.providers[0].grace: unknown key (expected one of: type, name, model, srv, host"));
   EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, host: h, ports: {event: 1}}\n"),
@@ -113,6 +114,83 @@ TEST(DiscoveryConfig, RangesAndAddresses) {
   EXPECT_THAT(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s, nameserver: 127.0.0.1}\n"),
               HasSubstr("nameserver: expected host:port"));
   EXPECT_EQ(ErrorOf("    - {type: dns, name: d, model: qwen, srv: s, nameserver: \"[::1]:53\"}\n"), "OK");
+}
+
+TEST(DiscoveryConfig, KubernetesProviderWithDefaults) {
+  auto r = Parse("    - {type: kubernetes, name: k, model: qwen, namespace: llm, service: vllm, ports: {events: kv-events}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r.value().discovery.kubernetes.size(), 1u);
+  EXPECT_TRUE(r.value().discovery.providers.empty());
+  const KubernetesProviderConfig& p = r.value().discovery.kubernetes[0];
+  EXPECT_EQ(p.name, "k");
+  EXPECT_EQ(p.namespace_name, "llm");
+  EXPECT_EQ(p.service, "vllm");
+  EXPECT_EQ(p.events_port.name, "kv-events");
+  EXPECT_TRUE(p.replay_port.empty());
+  EXPECT_TRUE(p.metrics_port.empty());
+  EXPECT_EQ(p.api_server, "");
+  EXPECT_EQ(p.token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token");
+  EXPECT_EQ(p.ca_file, "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt");
+  EXPECT_FALSE(p.insecure_skip_tls_verify);
+  EXPECT_EQ(p.grace_ms, 30'000u);
+  EXPECT_EQ(p.watch_timeout_seconds, 300u);
+}
+
+TEST(DiscoveryConfig, KubernetesProviderWithEverythingBesideADnsOne) {
+  auto r = Parse(
+      "    - {type: dns, name: d, model: qwen, srv: s}\n"
+      "    - type: kubernetes\n      name: k\n      model: qwen\n      namespace: llm\n      service: vllm\n"
+      "      ports: {events: 5557, replay: kv-replay, metrics: http}\n      dp_size: 2\n      grace_ms: 0\n"
+      "      api_server: https://10.0.0.1:6443\n      token_file: /t\n      ca_file: /c\n"
+      "      insecure_skip_tls_verify: true\n      watch_timeout_seconds: 60\n      timeout_ms: 3000\n"
+      "      backoff_initial_ms: 100\n      backoff_max_ms: 1000\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r.value().discovery.providers.size(), 1u);
+  const KubernetesProviderConfig& p = r.value().discovery.kubernetes.at(0);
+  EXPECT_EQ(p.events_port.number, 5557u);
+  EXPECT_EQ(p.replay_port.name, "kv-replay");
+  EXPECT_EQ(p.metrics_port.name, "http");
+  EXPECT_EQ(p.data_parallel_size, 2u);
+  EXPECT_EQ(p.grace_ms, 0u);
+  EXPECT_EQ(p.api_server, "https://10.0.0.1:6443");
+  EXPECT_EQ(p.token_file, "/t");
+  EXPECT_EQ(p.ca_file, "/c");
+  EXPECT_TRUE(p.insecure_skip_tls_verify);
+  EXPECT_EQ(p.watch_timeout_seconds, 60u);
+  EXPECT_EQ(p.timeout_ms, 3000u);
+  EXPECT_EQ(p.backoff_initial_ms, 100u);
+  EXPECT_EQ(p.backoff_max_ms, 1000u);
+}
+
+TEST(DiscoveryConfig, KubernetesProviderMistakes) {
+  const std::string base = "    - {type: kubernetes, name: k, model: qwen, namespace: n, service: s, ports: {events: kv}";
+  EXPECT_EQ(ErrorOf(base + "}\n"), "OK");
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, service: s, ports: {events: kv}}\n"),
+              HasSubstr("discovery.providers[0].namespace: is required"));
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n, service: s}\n"),
+              HasSubstr("discovery.providers[0].ports.events: is required"));
+  EXPECT_EQ(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n, pod_selector: app=vllm}\n"), "OK");
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n}\n"),
+              HasSubstr("needs service (its EndpointSlices) or pod_selector"));
+  EXPECT_THAT(ErrorOf(base + ", pod_selector: app=vllm}\n"), HasSubstr("set service or pod_selector, not both"));
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n, pod_selector: \"\"}\n"),
+              HasSubstr("pod_selector: must not be empty"));
+  EXPECT_THAT(ErrorOf(base + ", api_server: \"http://10.0.0.1\"}\n"),
+              HasSubstr("api_server: expected an https:// URL"));
+  EXPECT_THAT(ErrorOf(base + ", srv: x}\n"), HasSubstr("discovery.providers[0].srv: unknown key"));
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n, service: s, ports: {events: KV_EVENTS}}\n"),
+              HasSubstr("ports.events: expected a port number or a port name (1-15 of a-z, 0-9, -), got \"KV_EVENTS\""));
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n, service: s, ports: {events: 70000}}\n"),
+              HasSubstr("ports.events: expected an integer in [1, 65535]"));
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n, service: s, ports: {events: [1]}}\n"),
+              HasSubstr("ports.events: expected a port number or a port name"));
+  EXPECT_THAT(ErrorOf(base + ", insecure_skip_tls_verify: yes}\n"), HasSubstr("insecure_skip_tls_verify"));
+  EXPECT_THAT(ErrorOf(base + ", backoff_initial_ms: 5000, backoff_max_ms: 1000}\n"),
+              HasSubstr("backoff_initial_ms: must not exceed backoff_max_ms (1000)"));
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: other, namespace: n, service: s, ports: {events: kv}}\n"),
+              HasSubstr("model \"other\" is not configured"));
+  EXPECT_THAT(ErrorOf("    - {type: dns, name: k, model: qwen, srv: x}\n" + base + "}\n"),
+              HasSubstr("discovery.providers[1].name: duplicate provider \"k\" (also discovery.providers[0])"));
 }
 
 }  // namespace
