@@ -56,8 +56,17 @@ inline size_t ErrorIndex(IngestErrorReason r) { return static_cast<size_t>(r); }
 
 inline constexpr size_t kNumEventTypes = 3;  // EventType values
 
+// A number no other SourceStats of this process has.
+inline uint64_t NextSourceIncarnation() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 struct SourceStats {
   // Identity (immutable after construction).
+  // A source removed and added again keeps its name and SourceId but is a
+  // new engine (an empty cache): this tells the two apart.
+  const uint64_t incarnation = NextSourceIncarnation();
   std::string source;  // "<replica>/dp<rank>"
   std::string replica;
   uint32_t dp_rank = 0;

@@ -13,6 +13,19 @@ namespace {
 // Admin requests are a few names and numbers; this is generous.
 constexpr uint64_t kAdminParsedBytes = 4 << 20;
 
+// As the config file's engines[].metrics_url; long enough for any real URL.
+Status CheckMetricsUrl(const std::string& u) {
+  constexpr size_t kMaxUrlBytes = 2048;
+  if (u.empty()) return Status::Ok();
+  if (u.size() > kMaxUrlBytes) {
+    return Status::InvalidArgument("engine.metrics_url: longer than " + std::to_string(kMaxUrlBytes) + " bytes");
+  }
+  if (u.rfind("http://", 0) != 0 && u.rfind("https://", 0) != 0) {
+    return Status::InvalidArgument("engine.metrics_url: must be an http:// or https:// URL");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<EngineEntry> EngineFromSpec(const v1::EngineSpec& spec) {
@@ -35,6 +48,8 @@ Result<EngineEntry> EngineFromSpec(const v1::EngineSpec& spec) {
     return Status::InvalidArgument("engine.mode: \"" + spec.mode() + "\" is not connect or bind");
   }
   e.gpu_blocks = spec.gpu_blocks();
+  if (Status s = CheckMetricsUrl(spec.metrics_url()); !s.ok()) return s;
+  e.metrics_url = spec.metrics_url();
   return e;
 }
 

@@ -100,7 +100,8 @@ Status RouteEngine::Candidates(const RouteQuery& q, const ModelRuntime& model, c
     const SourceInfo* info = id ? node.sources().Get(*id) : nullptr;
     if (info == nullptr) continue;
     RouteCandidate c{info->replica, info->dp_rank, *id, st.state,
-                     st.stats ? st.stats->engine_restarts.load(std::memory_order_relaxed) : 0, {}, {}};
+                     st.stats ? st.stats->engine_restarts.load(std::memory_order_relaxed) : 0,
+                     st.stats ? st.stats->incarnation : 0, {}, {}};
     for (const ReplicaPrefix& r : found.replicas) {
       if (r.source != *id) continue;
       const SourceMatch* m = cpu.Find(*id);
@@ -158,14 +159,17 @@ void RouteEngine::AddLoadSignals(ModelId model, std::span<const BlockKey> keys, 
     const RouteTracker::InFlight f = tracker_.InFlightOn(x.source, now);
     s.inflight_requests = f.requests;
     s.inflight_uncached_tokens = static_cast<double>(f.uncached_tokens);
-    s.age_seconds = AgeSeconds(x.source, x.engine_restarts, now);
+    s.age_seconds = AgeSeconds(x, now);
   }
 }
 
-double RouteEngine::AgeSeconds(SourceId source, uint64_t engine_restarts, Clock::time_point now) {
+double RouteEngine::AgeSeconds(const RouteCandidate& c, Clock::time_point now) {
+  const Seen first{now, c.engine_restarts, c.incarnation};
   std::lock_guard<std::mutex> lock(seen_mu_);
-  auto [it, fresh] = seen_.try_emplace(source, Seen{now, engine_restarts});
-  if (!fresh && it->second.restarts != engine_restarts) it->second = Seen{now, engine_restarts};
+  auto [it, fresh] = seen_.try_emplace(c.source, first);
+  if (!fresh && (it->second.restarts != c.engine_restarts || it->second.incarnation != c.incarnation)) {
+    it->second = first;
+  }
   return std::chrono::duration<double>(now - it->second.since).count();
 }
 

@@ -62,7 +62,10 @@ struct RouteCandidate {
   uint32_t dp_rank = 0;
   SourceId source = 0;
   SourceState state = SourceState::kConnecting;
-  uint64_t engine_restarts = 0;  // seen by ingest; a change makes the rank young again
+  // A change of either makes the rank young again (warm-up): an engine
+  // restart seen by ingest, or the source removed and added again.
+  uint64_t engine_restarts = 0;
+  uint64_t incarnation = 0;
   RouteSignals signals;
   RouteScore score;
 };
@@ -116,7 +119,7 @@ class RouteEngine {
                     std::vector<RouteCandidate>* out) const;
   void AddLoadSignals(ModelId model, std::span<const BlockKey> keys, std::vector<RouteCandidate>* c,
                       Clock::time_point now);
-  double AgeSeconds(SourceId source, uint64_t engine_restarts, Clock::time_point now);
+  double AgeSeconds(const RouteCandidate& c, Clock::time_point now);
 
   RoutePolicy PolicyFor(const ModelRuntime& model) const;
 
@@ -125,11 +128,13 @@ class RouteEngine {
   mutable std::mutex policy_mu_;
   std::unordered_map<std::string, RoutePolicy> policies_;  // reloaded ones, by model name
 
-  // When each source was first seen, and its engine-restart count then: a
-  // restart (an empty cache) makes it young again.
+  // When each source was first seen, with its engine-restart count and
+  // incarnation then: a restart or a re-addition (an empty cache) makes it
+  // young again.
   struct Seen {
     Clock::time_point since;
     uint64_t restarts = 0;
+    uint64_t incarnation = 0;
   };
   std::mutex seen_mu_;
   std::unordered_map<SourceId, Seen> seen_;

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -38,9 +40,12 @@ const Json& Reference() {
       stale = stale || fs::last_write_time(out) < fs::last_write_time(t.path());
     }
     if (stale) {
-      std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + KVIDX_NPM_DIR + "' '" + out.string() + ".tmp'";
+      // ctest runs these tests in parallel processes: each writes its own
+      // file and renames it into place, so a reader never sees a partial one.
+      const std::string tmp = out.string() + "." + std::to_string(getpid()) + ".tmp";
+      std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + KVIDX_NPM_DIR + "' '" + tmp + "'";
       if (std::system(cmd.c_str()) != 0) return Json();
-      fs::rename(out.string() + ".tmp", out);
+      fs::rename(tmp, out);
     }
     return Json::parse(Slurp(out));
   }();

@@ -125,6 +125,97 @@ TEST_F(RouteTest, AScrapedHotSpotLosesItsAffinity) {
   }
 }
 
+TEST_F(RouteTest, AnEngineAddedOverTheAdminApiIsScrapedAtItsMetricsUrl) {
+  auto c = MakeRank("c");
+  ASSERT_TRUE(c);
+  http_.Set("/c/metrics", 200,
+            "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 256\n"
+            "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.97\n");
+  const EngineEntry e = EngineFor(*c);
+  v1::AddEngineRequest req;
+  v1::EngineSpec* spec = req.mutable_engine();
+  spec->set_replica(e.engine.replica);
+  spec->set_model(e.engine.model);
+  spec->set_endpoint(e.engine.endpoint);
+  spec->set_replay_endpoint(e.engine.replay_endpoint);
+  spec->set_metrics_url(http_.Url("/c/metrics"));
+  v1::AddEngineResponse added;
+  {
+    grpc::ClientContext ctx;
+    Admin(&ctx);
+    grpc::Status st = rs_.stubs.admin->AddEngine(&ctx, req, &added);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  const std::vector<int64_t> prompt = Prompt(31, 16 * 2 + 1);
+  v1::RouteResponse resp;
+  auto c_is_loaded = [&] {
+    if (!Route(TokensRequest(prompt), &resp).ok()) return false;
+    for (const v1::RouteCandidate& cand : resp.candidates()) {
+      if (cand.replica() == "c") return cand.kv_factor() > 1.0;
+    }
+    return false;
+  };
+  EXPECT_TRUE(WaitFor(c_is_loaded)) << resp.DebugString();
+
+  // Not a URL kvidx can scrape: refused, nothing added.
+  for (const std::string& url : {std::string("ftp://h/metrics"), "http://h/" + std::string(4096, 'p')}) {
+    spec->set_replica("d");
+    spec->set_endpoint("tcp://127.0.0.1:5999");
+    spec->set_replay_endpoint("");
+    spec->set_metrics_url(url);
+    grpc::ClientContext ctx;
+    Admin(&ctx);
+    grpc::Status st = rs_.stubs.admin->AddEngine(&ctx, req, &added);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << url.substr(0, 20);
+    EXPECT_NE(st.error_message().find("engine.metrics_url"), std::string::npos) << st.error_message();
+  }
+}
+
+TEST_F(RouteTest, AnEngineRemovedAndAddedAgainIsYoungAgain) {
+  ServerConfig next = cfg_;
+  next.models[0].route.warmup_seconds = 0.2;
+  ASSERT_TRUE(rs_.server->Reload(next).ok());
+  const std::vector<int64_t> prompt = Prompt(41, 16 * 2 + 1);
+  v1::RouteResponse resp;
+  ASSERT_TRUE(Route(TokensRequest(prompt), &resp).ok());  // first seen now
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(Route(TokensRequest(prompt), &resp).ok());
+  for (const v1::RouteCandidate& c : resp.candidates()) EXPECT_EQ(c.warmup_factor(), 1.0) << resp.DebugString();
+
+  // Same name, same SourceId, but a new engine with an empty cache.
+  const EngineEntry e = EngineFor(*b_);
+  {
+    v1::RemoveEngineRequest rm;
+    rm.set_replica("b");
+    v1::RemoveEngineResponse removed;
+    grpc::ClientContext ctx;
+    Admin(&ctx);
+    ASSERT_TRUE(rs_.stubs.admin->RemoveEngine(&ctx, rm, &removed).ok());
+  }
+  v1::AddEngineRequest add;
+  add.mutable_engine()->set_replica("b");
+  add.mutable_engine()->set_model(e.engine.model);
+  add.mutable_engine()->set_endpoint(e.engine.endpoint);
+  add.mutable_engine()->set_replay_endpoint(e.engine.replay_endpoint);
+  v1::AddEngineResponse added;
+  {
+    grpc::ClientContext ctx;
+    Admin(&ctx);
+    ASSERT_TRUE(rs_.stubs.admin->AddEngine(&ctx, add, &added).ok());
+  }
+  ASSERT_TRUE(Route(TokensRequest(prompt), &resp).ok());
+  bool saw_b = false;
+  for (const v1::RouteCandidate& c : resp.candidates()) {
+    if (c.replica() == "b") {
+      saw_b = true;
+      EXPECT_LT(c.warmup_factor(), 1.0) << resp.DebugString();
+    } else {
+      EXPECT_EQ(c.warmup_factor(), 1.0) << resp.DebugString();
+    }
+  }
+  EXPECT_TRUE(saw_b) << resp.DebugString();
+}
+
 TEST(ScrapeWeight, FullWhileFreshThenFadingToNothing) {
   RoutingConfig r;
   r.scrape_interval_ms = 1000;

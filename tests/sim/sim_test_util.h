@@ -57,6 +57,8 @@ class SimHarness {
     fleet_ = std::move(fleet).value();
     config_ = server::testing::TestConfig(dir_);
     config_.log.level = "warn";
+    // kvidx-sim ttft's /metrics barrier waits for two scrape rounds.
+    config_.routing.scrape_interval_ms = 10;
     config_.models[0].int_block_hashes = !fleet_options.bytes_hashes;
     config_.models[0].hash_algo = std::string(HashAlgoName(fleet_options.hasher.algo));
     config_.models[0].hash_seed = fleet_options.hasher.seed;

@@ -1,6 +1,6 @@
 // kvidx-sim ttft's parts: timed workloads (trace parsing, bad lines,
 // synthetic scenarios) and a short run of every policy against a real
-// in-process server over gRPC and ZMQ.
+// in-process server over gRPC, ZMQ and (Route's load) HTTP /metrics.
 #include "tools/sim/timed_run.h"
 
 #include <fstream>
@@ -102,6 +102,7 @@ TEST(TimedRunTest, EveryPolicyRunsOnTheSameRequestsAgainstARealServer) {
     o.fleet.dp = 1;
     o.fleet.blocks_per_rank = 512;
     o.catch_up_timeout = std::chrono::seconds(20);
+    o.scrape_interval_s = 0.25;  // Route reads the ranks' /metrics over HTTP
     Result<TimedReport> r = RunTimed(o, reqs.value(), h.client());
     ASSERT_TRUE(r.ok()) << policy << ": " << r.status().ToString();
     EXPECT_EQ(r->requests, 32u) << policy;
@@ -112,6 +113,10 @@ TEST(TimedRunTest, EveryPolicyRunsOnTheSameRequestsAgainstARealServer) {
     if (policy == "kvidx") {
       // Siblings sent together follow the first: each prompt computed once.
       EXPECT_EQ(r->burst_computations, r->bursts);
+      // Decisions waited for kvidx to scrape the gauges of their moment.
+      EXPECT_GT(r->scrape_waits, 0u);
+    } else {
+      EXPECT_EQ(r->scrape_waits, 0u) << policy;
     }
   }
   // Every run removed its engines again.

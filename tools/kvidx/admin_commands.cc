@@ -31,6 +31,7 @@ constexpr char kResyncUsage[] =
 constexpr char kEnginesUsage[] =
     "usage: kvidx engines add --replica R --model M --endpoint E [--replay-endpoint E]\n"
     "                         [--dp-size N] [--topic T] [--mode connect|bind] [--gpu-blocks N]\n"
+    "                         [--metrics-url URL]\n"
     "       kvidx engines remove REPLICA\n"
     "       kvidx engines list [--model M]\n"
     "\n"
@@ -41,6 +42,7 @@ constexpr char kEnginesUsage[] =
     "          --topic            the engine's KVEventsConfig.topic\n"
     "          --mode             connect (default: vLLM binds) or bind (vLLM connects)\n"
     "          --gpu-blocks       vLLM num_gpu_blocks per rank (default unknown)\n"
+    "          --metrics-url      the engine's Prometheus /metrics, scraped for Route's load signals\n"
     "remove  stops indexing a replica and drops its blocks. Admin call.\n"
     "list    replicas with their sources, states and blocks per tier.\n";
 
@@ -55,7 +57,8 @@ void SeqJson(JsonWriter& w, bool has_seq, uint64_t seq) {
 int EnginesAdd(int argc, char** argv, const FlagValues& leading) {
   CommandLine cl("engines add", kEnginesUsage, leading);
   constexpr FlagSpec kFlags[] = {{"--replica"}, {"--model"}, {"--endpoint"},   {"--replay-endpoint"},
-                                 {"--dp-size"}, {"--topic"}, {"--mode"},       {"--gpu-blocks"}};
+                                 {"--dp-size"}, {"--topic"}, {"--mode"},       {"--gpu-blocks"},
+                                 {"--metrics-url"}};
   if (std::optional<int> rc = cl.Parse(argc, argv, kFlags, 0)) return *rc;
   v1::AddEngineRequest req;
   v1::EngineSpec* e = req.mutable_engine();
@@ -68,6 +71,7 @@ int EnginesAdd(int argc, char** argv, const FlagValues& leading) {
   e->set_endpoint(*cl.Get("--endpoint"));
   if (const std::string* v = cl.Get("--replay-endpoint")) e->set_replay_endpoint(*v);
   if (const std::string* v = cl.Get("--topic")) e->set_topic(*v);
+  if (const std::string* v = cl.Get("--metrics-url")) e->set_metrics_url(*v);
   if (const std::string* v = cl.Get("--mode")) {
     if (*v != "connect" && *v != "bind") return cl.UsageError("bad --mode '" + *v + "' (expected connect or bind)");
     e->set_mode(*v);

@@ -144,7 +144,7 @@ Status WarmUp(Fleet& fleet, const client::Client& kvidx, std::chrono::millisecon
   return Status::Ok();
 }
 
-Status RegisterEngine(const EngineDesc& e, const client::Client& kvidx, bool quiet) {
+Status RegisterEngine(const EngineDesc& e, const client::Client& kvidx, bool quiet, const std::string& metrics_url) {
   v1::AddEngineRequest req;
   v1::EngineSpec* spec = req.mutable_engine();
   spec->set_replica(e.replica);
@@ -155,6 +155,7 @@ Status RegisterEngine(const EngineDesc& e, const client::Client& kvidx, bool qui
   if (e.topic) spec->set_topic(*e.topic);
   spec->set_mode("connect");
   spec->set_gpu_blocks(e.gpu_blocks);
+  spec->set_metrics_url(metrics_url);
   v1::AddEngineResponse resp;
   grpc::Status s = kvidx.AddEngine(req, &resp);
   if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
@@ -168,9 +169,11 @@ Status RegisterEngine(const EngineDesc& e, const client::Client& kvidx, bool qui
   return Status::Ok();
 }
 
-Status RegisterEngines(const Fleet& fleet, const client::Client& kvidx, bool quiet) {
+Status RegisterEngines(const Fleet& fleet, const client::Client& kvidx, bool quiet,
+                       const std::function<std::string(const std::string&)>& metrics_url) {
   for (const EngineDesc& e : fleet.engines()) {
-    if (Status s = RegisterEngine(e, kvidx, quiet); !s.ok()) return s;
+    const std::string url = metrics_url ? metrics_url(e.replica) : std::string();
+    if (Status s = RegisterEngine(e, kvidx, quiet, url); !s.ok()) return s;
   }
   return Status::Ok();
 }

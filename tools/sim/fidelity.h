@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,9 +46,12 @@ std::string StateName(v1::SourceState s);
 
 // Adds one engine through the admin API; an engine of the same name left by
 // an earlier run is replaced (this run's engines are new processes anyway).
-Status RegisterEngine(const EngineDesc& e, const client::Client& kvidx, bool quiet);
-// Every engine of the fleet.
-Status RegisterEngines(const Fleet& fleet, const client::Client& kvidx, bool quiet);
+// A non-empty `metrics_url` is the engine's /metrics for kvidx to scrape.
+Status RegisterEngine(const EngineDesc& e, const client::Client& kvidx, bool quiet,
+                      const std::string& metrics_url = {});
+// Every engine of the fleet; `metrics_url(replica)` when given.
+Status RegisterEngines(const Fleet& fleet, const client::Client& kvidx, bool quiet,
+                       const std::function<std::string(const std::string&)>& metrics_url = {});
 
 // Waits until kvidx lists every rank's source in a state other than
 // CONNECTING (its SUB reached the engine, or the first replay finished).

@@ -11,13 +11,14 @@
 
 #include "tools/sim/fidelity.h"
 #include "tools/sim/fleet_policies.h"
+#include "tools/sim/metrics_endpoint.h"
 
 namespace kvidx::sim {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class EvKind : uint8_t { kArrival, kEnqueue, kStepEnd, kJoin };
+enum class EvKind : uint8_t { kArrival, kEnqueue, kStepEnd, kJoin, kScrapeTick };
 
 struct Ev {
   double t = 0;
@@ -44,6 +45,10 @@ struct Flight {
 bool NeedsKvidx(const std::string& policy) {
   return policy != "random" && policy != "round-robin" && policy != "least-loaded";
 }
+
+// Only Route reads the load kvidx scrapes; the peers' policies get their
+// engine numbers as fleet_policies.h states.
+bool ScrapesLoad(const TimedRunOptions& o) { return o.policy == "kvidx" && o.scrape_interval_s > 0; }
 
 class Loop {
  public:
@@ -75,6 +80,9 @@ class Loop {
   Status OnJoin(double now);
   void StartStepIfIdle(size_t rank, double now);
   Status CatchUp();
+  void PublishGauges();
+  void OnScrapeTick(double now);
+  Status AwaitScrape();
   std::vector<CandidateView> Candidates() const;
   void TrackShare(size_t rank, double now);
 
@@ -89,6 +97,8 @@ class Loop {
   const client::Client& kvidx_;
   std::unique_ptr<Fleet> fleet_;
   std::unique_ptr<FleetPolicy> policy_;
+  std::unique_ptr<MetricsEndpoint> metrics_;  // ScrapesLoad only
+  bool scrape_pending_ = false;               // published since the last AwaitScrape
   std::vector<std::unique_ptr<RankAdapter>> adapters_;
   std::vector<std::unique_ptr<EngineModel>> engines_;
   std::vector<uint32_t> in_flight_;
@@ -116,7 +126,14 @@ Status Loop::Setup() {
   Result<std::unique_ptr<Fleet>> fleet = Fleet::Create(fo);
   if (!fleet.ok()) return fleet.status();
   fleet_ = std::move(fleet).value();
-  if (Status s = RegisterEngines(*fleet_, kvidx_, true); !s.ok()) return s;
+  std::function<std::string(const std::string&)> metrics_url;
+  if (ScrapesLoad(o_)) {
+    Result<std::unique_ptr<MetricsEndpoint>> m = MetricsEndpoint::Start(fo.model);
+    if (!m.ok()) return m.status();
+    metrics_ = std::move(m).value();
+    metrics_url = [this](const std::string& replica) { return metrics_->Url(replica); };
+  }
+  if (Status s = RegisterEngines(*fleet_, kvidx_, true, metrics_url); !s.ok()) return s;
   if (Status s = WarmUp(*fleet_, kvidx_, o_.catch_up_timeout); !s.ok()) return s;
   Result<std::unique_ptr<FleetPolicy>> p = MakeFleetPolicy(o_.policy, &kvidx_, fo.model, o_.seed);
   if (!p.ok()) return p.status();
@@ -193,6 +210,34 @@ Status Loop::CatchUp() {
   return Status::Ok();
 }
 
+// The engines' gauges as /metrics shows them until the next publication.
+void Loop::PublishGauges() {
+  std::map<std::string, std::vector<RankGauges>> pages;
+  for (size_t i = 0; i < fleet_->size(); ++i) {
+    if (!joined_ && i >= late_first_rank_) continue;
+    const std::string& replica = fleet_->engines()[fleet_->replica_of(i)].replica;
+    pages[replica].push_back({static_cast<uint32_t>(fleet_->dp_of(i)), engines_[i]->running(),
+                              engines_[i]->waiting(), engines_[i]->kv_usage()});
+  }
+  metrics_->Publish(pages);
+  scrape_pending_ = true;
+}
+
+void Loop::OnScrapeTick(double now) {
+  PublishGauges();
+  // Ticks only while something else is due: the last one ends the run.
+  if (!events_.empty()) Push(now + o_.scrape_interval_s, EvKind::kScrapeTick, 0);
+}
+
+// kvidx decides on the latest published gauges, whatever the wall clock.
+Status Loop::AwaitScrape() {
+  if (!metrics_ || !scrape_pending_) return Status::Ok();
+  ++rep_.scrape_waits;
+  if (Status s = metrics_->WaitScraped(o_.catch_up_timeout); !s.ok()) return s;
+  scrape_pending_ = false;
+  return Status::Ok();
+}
+
 Status Loop::OnArrival(size_t ri, double now) {
   const TimedRequest& r = reqs_[ri];
   std::vector<int64_t> tokens = PromptTokens(r);
@@ -201,6 +246,7 @@ Status Loop::OnArrival(size_t ri, double now) {
   keys_.assign(keys.begin(), keys.begin() + std::min<size_t>(keys.size(), o_.max_query_blocks));
   if (NeedsKvidx(o_.policy)) {
     if (Status s = CatchUp(); !s.ok()) return s;
+    if (Status s = AwaitScrape(); !s.ok()) return s;
   }
   const std::vector<CandidateView> cands = Candidates();
   RouteInput in;
@@ -252,9 +298,11 @@ Status Loop::OnJoin(double now) {
   // A scaled-up replica is a new engine to kvidx: registered when it comes up.
   const EngineDesc& e = fleet_->engines().back();
   if (grpc::Status s = kvidx_.RemoveEngine(e.replica); !s.ok()) return FromGrpc(s, "RemoveEngine " + e.replica);
-  if (Status s = RegisterEngine(e, kvidx_, true); !s.ok()) return s;
+  const std::string url = metrics_ ? metrics_->Url(e.replica) : std::string();
+  if (Status s = RegisterEngine(e, kvidx_, true, url); !s.ok()) return s;
   joined_ = true;
   join_time_ = now;
+  if (metrics_) PublishGauges();
   for (size_t i = late_first_rank_; i < fleet_->size(); ++i) published_next_[i] = 0;
   return WaitConnected(*fleet_, kvidx_, o_.catch_up_timeout);
 }
@@ -324,6 +372,9 @@ Status Loop::Handle(const Ev& e) {
       return OnArrival(e.a, e.t);
     case EvKind::kJoin:
       return OnJoin(e.t);
+    case EvKind::kScrapeTick:
+      OnScrapeTick(e.t);
+      return Status::Ok();
     case EvKind::kEnqueue: {
       const Flight& f = flights_.at(e.a);
       const TimedRequest& r = reqs_[f.req];
@@ -344,6 +395,7 @@ Result<TimedReport> Loop::Run() {
   rep_.policy = o_.policy;
   if (Status s = Setup(); !s.ok()) return s;
   for (size_t i = 0; i < reqs_.size(); ++i) Push(reqs_[i].arrival, EvKind::kArrival, i);
+  if (metrics_) OnScrapeTick(reqs_.front().arrival);
   Status s;
   while (!events_.empty() && s.ok() && failure_.ok()) {
     const Ev e = events_.top();

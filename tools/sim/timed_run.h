@@ -40,6 +40,11 @@ struct TimedRunOptions {
   uint32_t max_query_blocks = 8192;   // the server's limit (longer prompts are asked by their head)
   // The last replica joins at this simulated time (< 0: present from the start).
   double join_at = -1;
+  // kvidx Route only: every this many simulated seconds the engines' gauges
+  // are published on their /metrics (MetricsEndpoint), and the next decision
+  // waits until kvidx has scraped them. 0: no /metrics, Route runs on its
+  // own accounting.
+  double scrape_interval_s = 0;
   std::chrono::milliseconds catch_up_timeout{20000};
   uint64_t seed = 7;
 };
@@ -58,6 +63,7 @@ struct TimedReport {
   uint64_t burst_computations = 0;    // siblings that computed their burst's prompt
   double join_to_half_share_s = -1;   // join_at: simulated seconds until half a fair share (< 0: never)
   uint64_t kvidx_waits = 0;           // catch-up barriers before decisions
+  uint64_t scrape_waits = 0;          // decisions that waited for kvidx to scrape a new snapshot
   double wall_s = 0;
 
   double Percentile(double p) const;  // of ttft_s, seconds

@@ -46,6 +46,10 @@ engine model (tools/sim/engine_model.h)
   --step-ms X           per-step overhead (5)
   --decode-us X         per decoding request per step (100)
   --ingress-ms X        router to engine queue (10)
+  --scrape-interval S   simulated seconds between the engines' /metrics updates that kvidx
+                        scrapes for Route (1; 0 = no /metrics). The server needs a short
+                        routing.scrape_interval_ms (e.g. 10): each decision after an update
+                        waits until kvidx has scraped it
 output
   --markdown            the table as Markdown
 (--server, --token-file, --timeout-ms (30000 here), --json: as for the kvidx CLI)
@@ -55,7 +59,8 @@ constexpr cli::FlagSpec kFlags[] = {
     {"--scenario"}, {"--trace"}, {"--rate-scale"}, {"--max-requests"}, {"--requests"}, {"--rate"},
     {"--system-prompts"}, {"--zipf"}, {"--burst-n"}, {"--join-at"}, {"--seed"}, {"--policies"},
     {"--replicas"}, {"--dp"}, {"--blocks-per-rank"}, {"--model"}, {"--base-port"}, {"--token-budget"},
-    {"--prefill-tps"}, {"--step-ms"}, {"--decode-us"}, {"--ingress-ms"}, {"--markdown", false},
+    {"--prefill-tps"}, {"--step-ms"}, {"--decode-us"}, {"--ingress-ms"}, {"--scrape-interval"},
+    {"--markdown", false},
 };
 
 struct Setup {
@@ -189,6 +194,8 @@ std::optional<int> Parse(const cli::CommandLine& cl, Setup* s) {
   s->run.seed = seed;
   if (sc == "scale-up") s->run.join_at = s->requests.back().arrival / 3;
   if (auto rc = GetDouble(cl, "--join-at", 0, 1e9, &s->run.join_at)) return rc;
+  s->run.scrape_interval_s = 1.0;
+  if (auto rc = GetDouble(cl, "--scrape-interval", 0, 3600, &s->run.scrape_interval_s)) return rc;
   return std::nullopt;
 }
 
@@ -226,7 +233,7 @@ void PrintJson(const Setup& s, const std::vector<TimedReport>& reports) {
                                {"hit_rate", r.hit_rate()}, {"imbalance", r.imbalance()}, {"bursts", r.bursts},
                                {"burst_computations", r.burst_computations},
                                {"join_to_half_share_s", r.join_to_half_share_s}, {"requests", r.requests},
-                               {"kvidx_waits", r.kvidx_waits}, {"wall_s", r.wall_s}});
+                               {"kvidx_waits", r.kvidx_waits}, {"scrape_waits", r.scrape_waits}, {"wall_s", r.wall_s}});
   }
   std::printf("%s\n", out.dump(2).c_str());
 }
