@@ -25,15 +25,16 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kGraceMs = 1500;
 
-// Replicas of kModel that kvidx lists a source of.
-std::set<std::string> ListedReplicas(const client::Client& kvidx) {
+// Replicas of kModel that kvidx lists a source of (with `origin`, as
+// "<replica> <origin>").
+std::set<std::string> ListedReplicas(const client::Client& kvidx, bool origin = false) {
   v1::ListReplicasRequest req;
   req.set_model(kModel);
   v1::ListReplicasResponse resp;
   std::set<std::string> out;
   if (!kvidx.ListReplicas(req, &resp).ok()) return {"<ListReplicas failed>"};
   for (const v1::ReplicaSummary& r : resp.replicas()) {
-    if (r.sources_size() > 0) out.insert(r.replica());
+    if (r.sources_size() > 0) out.insert(origin ? r.replica() + " " + r.origin() : r.replica());
   }
   return out;
 }
@@ -132,7 +133,7 @@ TEST(ScaleTest, FleetScaledTwoFiveOneThroughDnsKeepsFidelityAndRemovesStoppedRep
   // gone within it plus a resolution interval and some slack.
   EXPECT_GE(watch->gone_after_ms(), kGraceMs);
   EXPECT_LE(watch->gone_after_ms(), kGraceMs + 5000);
-  EXPECT_EQ(ListedReplicas(h.client()), std::set<std::string>{"vllm-0.sim.test"});
+  EXPECT_EQ(ListedReplicas(h.client(), /*origin=*/true), std::set<std::string>{"vllm-0.sim.test dns:sim-dns"});
 
   KvidxCounters c = h.Counters();
   EXPECT_EQ(c.batches_lost, 0u);
