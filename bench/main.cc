@@ -1,6 +1,6 @@
 // kvidx-bench entry point.
 //
-//   kvidx-bench [google-benchmark flags]   microbenchmarks (decode, hash, ...)
+//   kvidx-bench [google-benchmark flags]   microbenchmarks (decode, hash, discovery diff, ...)
 //   kvidx-bench w1 [--prompts=N ...]        workload W1 (shared/bench/workload.md)
 //   kvidx-bench w2 [--trace F ...]          workload W2: a Mooncake trace through an LRU fleet
 //   kvidx-bench owners [--blocks=N ...]     bytes per block and per additional owner

@@ -33,6 +33,7 @@
 #include <utility>
 
 #include "index/block_hasher.h"
+#include "server/kubeconfig.h"
 
 namespace kvidx::server {
 namespace {
@@ -336,6 +337,8 @@ class ConfigParser {
   Status CheckDiscovery(const ServerConfig& c) const;
   Status CheckDnsProvider(const ServerConfig& c, size_t i) const;
   Status CheckKubernetesProvider(const ServerConfig& c, size_t i) const;
+  // Reads each Kubernetes provider's kubeconfig into its fields.
+  Status ResolveKubeconfigs(ServerConfig* c) const;
 
   std::string origin_;
   // The providers[] position of each DNS and Kubernetes provider, for errors.
@@ -693,6 +696,8 @@ Status ConfigParser::ReadKubernetesProvider(const Value& v, KubernetesProviderCo
       {"dp_size", Int(1, 256, &p->data_parallel_size)},
       {"grace_ms", Int(0, kOneHourMs * 24, &p->grace_ms)},
       {"api_server", Str(&p->api_server)},
+      {"kubeconfig", Str(&p->kubeconfig)},
+      {"kubeconfig_context", Str(&p->kubeconfig_context)},
       {"token_file", Str(&p->token_file)},
       {"ca_file", Str(&p->ca_file)},
       {"insecure_skip_tls_verify", Bool(&p->insecure_skip_tls_verify)},
@@ -943,8 +948,19 @@ Status ConfigParser::CheckKubernetesProvider(const ServerConfig& c, size_t i) co
                  service ? "set service or pod_selector, not both"
                          : "needs service (its EndpointSlices) or pod_selector (a label selector of Pods)");
   }
+  const bool kubeconfig = Present(JoinPath(item, "kubeconfig"));
   for (std::string_view key : {"name", "model", "namespace"}) {
+    if (key == "namespace" && kubeconfig) continue;  // the kubeconfig's context may give it
     if (!Present(JoinPath(item, key))) return Error(item_mark, JoinPath(item, key), "is required");
+  }
+  for (std::string_view key : {"api_server", "token_file", "ca_file"}) {
+    if (kubeconfig && Present(JoinPath(item, key))) {
+      return Error(at(key), JoinPath(item, key), "set kubeconfig or " + std::string(key) + ", not both");
+    }
+  }
+  if (kubeconfig && p.kubeconfig.empty()) return Error(at("kubeconfig"), JoinPath(item, "kubeconfig"), "must not be empty");
+  if (!kubeconfig && Present(JoinPath(item, "kubeconfig_context"))) {
+    return Error(at("kubeconfig_context"), JoinPath(item, "kubeconfig_context"), "needs kubeconfig");
   }
   // Pods may name their ports by annotation.
   if (service && !Present(JoinPath(item, "ports.events"))) {
@@ -955,6 +971,7 @@ Status ConfigParser::CheckKubernetesProvider(const ServerConfig& c, size_t i) co
                                : key == "namespace" ? p.namespace_name
                                : service            ? p.service
                                                     : p.pod_selector;
+    if (key == "namespace" && !Present(JoinPath(item, key))) continue;
     if (value.empty()) return Error(at(key), JoinPath(item, key), "must not be empty");
   }
   if (c.FindModel(p.model) == nullptr) {
@@ -995,6 +1012,24 @@ Status ConfigParser::CheckDiscovery(const ServerConfig& c) const {
   for (size_t i = 0; i < c.discovery.kubernetes.size(); ++i) {
     if (Status s = CheckKubernetesProvider(c, i); !s.ok()) return s;
     if (Status s = unique(c.discovery.kubernetes[i].name, k8s_items_[i]); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status ConfigParser::ResolveKubeconfigs(ServerConfig* c) const {
+  for (size_t i = 0; i < c->discovery.kubernetes.size(); ++i) {
+    KubernetesProviderConfig& p = c->discovery.kubernetes[i];
+    if (p.kubeconfig.empty()) continue;
+    const std::string path = JoinPath("discovery.providers[" + std::to_string(k8s_items_[i]) + "]", "kubeconfig");
+    Result<KubeconfigCredentials> k = LoadKubeconfig(p.kubeconfig, p.kubeconfig_context);
+    if (!k.ok()) return Error(MarkOf({path}, YAML::Mark::null_mark()), path, k.status().message());
+    p.api_server = k->server;
+    p.token = k->token;
+    p.token_file = k->token.empty() ? k->token_file : "";
+    p.ca_file = k->ca_file;
+    p.ca_pem = k->ca_pem;
+    p.insecure_skip_tls_verify = p.insecure_skip_tls_verify || k->insecure_skip_tls_verify;
+    if (p.namespace_name.empty()) p.namespace_name = k->namespace_name.empty() ? "default" : k->namespace_name;
   }
   return Status::Ok();
 }
@@ -1041,6 +1076,7 @@ Result<ServerConfig> ConfigParser::Parse(std::string_view yaml) {
   if (Status s = CheckModels(config); !s.ok()) return s;
   if (Status s = CheckEngines(config); !s.ok()) return s;
   if (Status s = CheckDiscovery(config); !s.ok()) return s;
+  if (Status s = ResolveKubeconfigs(&config); !s.ok()) return s;
   return config;
 }
 

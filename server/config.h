@@ -196,6 +196,16 @@ struct KubernetesProviderConfig {
   uint32_t grace_ms = 30'000;
   // "" = in cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT.
   std::string api_server;
+  // Running outside the cluster: a kubeconfig file (server/kubeconfig.h),
+  // read when the config is loaded. Its context gives api_server, the CA,
+  // the token (inline into `token`, or its tokenFile into token_file) and,
+  // unless `namespace` is set, the namespace ("default" if it has none).
+  std::string kubeconfig;
+  std::string kubeconfig_context;  // "" = its current-context
+  // From a kubeconfig only (never a config key): an inline bearer token,
+  // used instead of token_file, and an inline CA (PEM), used instead of ca_file.
+  std::string token;
+  std::string ca_pem;
   std::string token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";  // re-read per request
   std::string ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
   // Skips verifying the API server's certificate. Only when set explicitly.

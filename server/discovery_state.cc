@@ -5,6 +5,7 @@
 namespace kvidx::server {
 
 void DiscoveryState::StartGrace(Engine* e, Clock::time_point until) {
+  ++work_.other;
   e->deadline = until;
   deadlines_.emplace(until, e->entry.engine.replica);
   ++providers_.find(e->provider)->second.counts.grace;
@@ -12,6 +13,7 @@ void DiscoveryState::StartGrace(Engine* e, Clock::time_point until) {
 }
 
 void DiscoveryState::EndGrace(Engine* e) {
+  ++work_.other;
   auto [first, last] = deadlines_.equal_range(*e->deadline);
   for (auto it = first; it != last; ++it) {
     if (it->second == e->entry.engine.replica) {
@@ -31,8 +33,10 @@ void DiscoveryState::Drop(const std::string& replica, DiscoveryActions* out) {
   Engine& e = it->second;
   if (e.deadline) EndGrace(&e);
   Provider& p = providers_.find(e.provider)->second;
+  ++work_.other;
   --p.counts.active;
   ++p.counts.removed;
+  p.order.erase(e.order);
   p.engines.erase(replica);
   out->remove.push_back({e.provider, replica});
   engines_.erase(it);
@@ -40,6 +44,7 @@ void DiscoveryState::Drop(const std::string& replica, DiscoveryActions* out) {
 
 void DiscoveryState::Admit(Provider* p, std::string_view provider, const EngineEntry& entry, DiscoveryActions* out) {
   const std::string& replica = entry.engine.replica;
+  ++work_.lookups;
   auto it = engines_.find(replica);
   if (it != engines_.end()) {
     Engine& e = it->second;
@@ -50,6 +55,7 @@ void DiscoveryState::Admit(Provider* p, std::string_view provider, const EngineE
     if (e.seen == p->answers) return;  // listed twice in one answer
     if (SameEngine(e.entry, entry)) {
       e.seen = p->answers;
+      p->order.splice(p->order.begin(), p->order, e.order);
       if (e.deadline) EndGrace(&e);  // back within the grace: its sources never left
       return;
     }
@@ -59,15 +65,19 @@ void DiscoveryState::Admit(Provider* p, std::string_view provider, const EngineE
   e.provider = std::string(provider);
   e.entry = entry;
   e.seen = p->answers;
+  e.order = p->order.insert(p->order.begin(), &e);
   p->engines.emplace(replica, &e);
+  ++work_.other;
   ++p->counts.active;
   ++p->counts.added;
   out->add.push_back(entry);
 }
 
 void DiscoveryState::MarkVanished(Provider* p, std::chrono::milliseconds grace, Clock::time_point now) {
-  for (auto& [replica, e] : p->engines) {
-    if (e->seen != p->answers && !e->deadline) StartGrace(e, now + grace);
+  // Listed engines moved to the front: the rest is the tail.
+  for (auto it = p->order.rbegin(); it != p->order.rend() && (*it)->seen != p->answers; ++it) {
+    ++work_.other;
+    if (!(*it)->deadline) StartGrace(*it, now + grace);
   }
 }
 
@@ -102,6 +112,7 @@ void DiscoveryState::Forget(std::string_view replica) {
   Provider& p = providers_.find(e.provider)->second;
   --p.counts.active;
   --p.counts.added;
+  p.order.erase(e.order);
   p.engines.erase(e.entry.engine.replica);
   engines_.erase(it);
 }

@@ -21,15 +21,20 @@
 //     first provider keeps it).
 // Identity is the replica name: the SRV target or the address.
 //
-// Cost: an answer of n engines is n hash lookups; the actions, and so the
-// Node's work, are proportional to the changes. Expiry walks only the
-// engines whose grace ended (a deadline-ordered map).
+// Cost: an answer of n engines is n hash lookups (each listed engine moves
+// to the front of its provider's recency list); everything else is
+// proportional to the changes: the engines missing from the answer are the
+// list's tail, walked only as far as the missing and in-grace ones go, and
+// the actions, and so the Node's work, name only what changed. Expiry walks
+// only the engines whose grace ended (a deadline-ordered map). work()
+// counts both parts, for tests of this rule.
 //
 // Thread-compatible.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <optional>
 #include <string>
@@ -79,6 +84,16 @@ class DiscoveryState {
   std::optional<Clock::time_point> NextDeadline() const;
   ProviderCounts Counts(std::string_view provider) const;
 
+  // Operations since construction: `lookups` = engines of answers looked up
+  // by replica (one per listed engine); `other` = engine records visited or
+  // changed beyond those (missing-engine walk, grace starts and ends, adds,
+  // removals, expiry).
+  struct Work {
+    uint64_t lookups = 0;
+    uint64_t other = 0;
+  };
+  const Work& work() const { return work_; }
+
  private:
   struct Engine {
     std::string provider;
@@ -86,10 +101,14 @@ class DiscoveryState {
     uint64_t seen = 0;  // the provider's answer number that last listed it
     // In grace until this time; the key of its entry in deadlines_.
     std::optional<Clock::time_point> deadline;
+    std::list<Engine*>::iterator order;  // its place in Provider::order
   };
   struct Provider {
     uint64_t answers = 0;
     std::unordered_map<std::string, Engine*> engines;  // by replica
+    // Most recently listed first: after an answer, the engines it did not
+    // list are the tail.
+    std::list<Engine*> order;
     ProviderCounts counts;
   };
 
@@ -102,6 +121,7 @@ class DiscoveryState {
   std::unordered_map<std::string, Engine> engines_;  // by replica, all providers
   std::map<std::string, Provider, std::less<>> providers_;
   std::multimap<Clock::time_point, std::string> deadlines_;  // grace end -> replica
+  Work work_;
 };
 
 }  // namespace kvidx::server

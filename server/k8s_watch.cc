@@ -50,7 +50,9 @@ Status KubernetesWatcher::Start() {
   }
   while (!o.server.empty() && o.server.back() == '/') o.server.pop_back();
   o.token_file = config_.token_file;
+  o.token = config_.token;
   o.ca_file = config_.ca_file;
+  o.ca_pem = config_.ca_pem;
   o.insecure = config_.insecure_skip_tls_verify;
   o.timeout = milliseconds(config_.timeout_ms);
   Result<std::unique_ptr<KubeApi>> api = KubeApi::Create(o);

@@ -165,7 +165,7 @@ KubeResponse KubeApi::Run(const std::string& path, Transfer* t, std::chrono::mil
     r.detail = "interrupted";
     return r;
   }
-  const std::string token = ReadToken(options_.token_file);
+  const std::string token = options_.token.empty() ? ReadToken(options_.token_file) : options_.token;
   if (token.empty()) {
     r.outcome = KubeOutcome::kUnauthorized;
     r.detail = "no token: " + options_.token_file + " is missing, unreadable or empty";
@@ -194,7 +194,12 @@ KubeResponse KubeApi::Run(const std::string& path, Transfer* t, std::chrono::mil
   if (total.count() > 0) curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(total.count()));
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, std::max<long>(1, static_cast<long>(stall.count() / 1000)));
-  if (!options_.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, options_.ca_file.c_str());
+  if (!options_.ca_pem.empty()) {
+    curl_blob ca{const_cast<char*>(options_.ca_pem.data()), options_.ca_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &ca);
+  } else if (!options_.ca_file.empty()) {
+    curl_easy_setopt(easy, CURLOPT_CAINFO, options_.ca_file.c_str());
+  }
   curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, options_.insecure ? 0L : 1L);
   curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, options_.insecure ? 0L : 2L);
   char error[CURL_ERROR_SIZE] = {};

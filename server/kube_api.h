@@ -4,11 +4,11 @@
 //
 // Authentication is the bearer token in `token_file`, read again for every
 // request, so a rotated service-account token (the kubelet rewrites it) is
-// used from the next request on. The token goes only into the request's
+// used from the next request on -- or a kubeconfig's inline `token`. The token goes only into the request's
 // Authorization header: no error text, log line or metric carries it (libcurl's
 // own messages never include request headers). The server's certificate is
-// verified against `ca_file` (re-read per connection) unless `insecure` is
-// set explicitly.
+// verified against `ca_file` (re-read per connection), or a kubeconfig's
+// inline `ca_pem`, unless `insecure` is set explicitly.
 //
 // Each failure is one named outcome (KubeOutcomeName), the `result` label of
 // kvidx_discovery_resolutions_total for Kubernetes providers.
@@ -58,7 +58,9 @@ class KubeApi {
   struct Options {
     std::string server;  // https://host:port
     std::string token_file;
+    std::string token;   // used instead of token_file when set (a kubeconfig's)
     std::string ca_file;
+    std::string ca_pem;  // used instead of ca_file when set (a kubeconfig's)
     bool insecure = false;
     std::chrono::milliseconds timeout{10'000};  // connect; a GET's whole transfer
     size_t max_body_bytes = 64u << 20;          // a list body; one watch line

@@ -166,6 +166,7 @@ Status Node::Start() {
   for (const EngineEntry& e : config_.engines) {
     std::vector<std::string> names;
     if (Status s = AddEngineLocked(e, &names); !s.ok()) return s;
+    configured_.insert(e.engine.replica);
   }
   scraper_->Start();
   // Last: the static engines own their replicas before any answer arrives.
@@ -237,11 +238,15 @@ Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>*
   return Status::Ok();
 }
 
-Result<std::vector<std::string>> Node::AddEngine(const EngineEntry& engine) {
+Result<std::vector<std::string>> Node::AddEngine(const EngineEntry& engine, bool from_config) {
   std::lock_guard<std::mutex> lock(control_mu_);
   if (!started_) return Status::FailedPrecondition("node not started");
   std::vector<std::string> names;
   if (Status s = AddEngineLocked(engine, &names); !s.ok()) return s;
+  if (from_config) {
+    configured_.insert(engine.engine.replica);
+    return names;
+  }
   spdlog::warn("engine {} added at run time ({} source{}); it is not in the config file, so after a restart it "
                "is gone and its restored blocks are dropped: add it to the config to keep it",
                engine.engine.replica, names.size(), names.size() == 1 ? "" : "s");
@@ -303,6 +308,7 @@ Status Node::RemoveEngineLocked(std::string_view replica) {
   if (Status s = ingester_->RemoveEngine(replica); !s.ok()) return s;
   engines_.erase(it);
   if (auto d = discovered_.find(replica); d != discovered_.end()) discovered_.erase(d);
+  if (auto c = configured_.find(replica); c != configured_.end()) configured_.erase(c);
   {
     std::lock_guard<std::mutex> ready_lock(ready_mu_);
     if (auto r = not_ready_.find(replica); r != not_ready_.end()) not_ready_.erase(r);
@@ -325,6 +331,21 @@ std::vector<EngineEntry> Node::Engines() const {
   std::lock_guard<std::mutex> lock(control_mu_);
   std::vector<EngineEntry> out;
   for (const auto& [name, e] : engines_) out.push_back(e);
+  return out;
+}
+
+std::map<std::string, std::string, std::less<>> Node::EngineOrigins() const {
+  std::set<std::string, std::less<>> kubernetes;
+  for (const KubernetesProviderConfig& k : config_.discovery.kubernetes) kubernetes.insert(k.name);
+  std::lock_guard<std::mutex> lock(control_mu_);
+  std::map<std::string, std::string, std::less<>> out;
+  for (const auto& [replica, entry] : engines_) {
+    if (auto d = discovered_.find(replica); d != discovered_.end()) {
+      out[replica] = (kubernetes.contains(d->second) ? "kubernetes:" : "dns:") + d->second;
+    } else {
+      out[replica] = configured_.contains(replica) ? "config" : "admin";
+    }
+  }
   return out;
 }
 

@@ -111,7 +111,9 @@ class Node {
   // The entry passes the config loader's ValidateEngine against the present
   // engines first (InvalidArgument / NotFound / FailedPrecondition, the
   // message starting with the field, e.g. "engine.replica: ").
-  Result<std::vector<std::string>> AddEngine(const EngineEntry& engine);
+  // `from_config`: the engine is in the config file (a SIGHUP reload), not
+  // an admin call; only what EngineOrigins reports differs.
+  Result<std::vector<std::string>> AddEngine(const EngineEntry& engine, bool from_config = false);
   // Stops the engine's sources and releases them: their blocks, index state
   // and metric series go; their ids stay reserved (SourceRegistry::Retire),
   // so adding the same replica again reuses them.
@@ -132,6 +134,10 @@ class Node {
   bool EngineReady(std::string_view replica) const;
   Status Resync(std::string_view source_or_replica);
   std::vector<EngineEntry> Engines() const;
+  // Where each engine came from, by replica: "config" (the config file),
+  // "admin" (AddEngine through the admin API), "dns:<provider>" or
+  // "kubernetes:<provider>" (discovery). Takes the control mutex.
+  std::map<std::string, std::string, std::less<>> EngineOrigins() const;
   // A consistent snapshot to the data directory. FailedPrecondition without one.
   Result<SnapshotOutcome> Snapshot();
   bool persistent() const { return store_ != nullptr; }
@@ -170,6 +176,9 @@ class Node {
   EngineClaims claims_;  // replicas and streams of engines_ (ValidateEngine)
   // Engines discovery added: replica -> provider.
   std::map<std::string, std::string, std::less<>> discovered_;
+  // Engines from the config file (at start or by a reload); the rest of
+  // engines_ not in discovered_ came through the admin API.
+  std::set<std::string, std::less<>> configured_;
   // Discovered engines reported not ready, and how many (read without the lock).
   mutable std::mutex ready_mu_;
   std::set<std::string, std::less<>> not_ready_;

@@ -200,6 +200,7 @@ void ToProto(const v1::RouteRequest& req, const RouteAnswer& answer, v1::RouteRe
 void ToProto(const ReplicaStatus& r, v1::ReplicaSummary* out) {
   out->set_replica(r.replica);
   out->set_model(r.model);
+  out->set_origin(r.origin);
   for (const SourceStatusView& s : r.sources) {
     v1::SourceSummary* ss = out->add_sources();
     ss->set_source(s.name);

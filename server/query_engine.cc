@@ -1,6 +1,7 @@
 #include "server/query_engine.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <tuple>
 #include <string>
@@ -218,9 +219,13 @@ Status QueryEngine::ListReplicas(std::string_view model, std::vector<ReplicaStat
   std::sort(sources.begin(), sources.end(), [](const auto& a, const auto& b) {
     return std::tie(a.spec.replica, a.spec.dp_rank) < std::tie(b.spec.replica, b.spec.dp_rank);
   });
+  const std::map<std::string, std::string, std::less<>> origins = node_->EngineOrigins();
   for (const ingest::SourceStatus& s : sources) {
     if (!model.empty() && s.spec.model != model) continue;
-    if (out->empty() || out->back().replica != s.spec.replica) out->push_back({s.spec.replica, s.spec.model, {}});
+    if (out->empty() || out->back().replica != s.spec.replica) {
+      auto o = origins.find(s.spec.replica);
+      out->push_back({s.spec.replica, s.spec.model, {}, o == origins.end() ? std::string() : o->second});
+    }
     SourceStatusView v{s.spec.name, s.spec.dp_rank, s.state, s.last_seq, {}, 0};
     if (std::optional<SourceId> id = node_->sources().Find(s.spec.replica, s.spec.dp_rank)) {
       SourceIndexStats st = node_->index().GetSourceStats(*id);

@@ -67,6 +67,7 @@ struct ReplicaStatus {
   std::string replica;
   std::string model;
   std::vector<SourceStatusView> sources;  // by DP rank
+  std::string origin;  // Node::EngineOrigins: "config", "admin", "dns:<p>", "kubernetes:<p>"
 };
 
 // The node's counters as GetStats reports them.

@@ -322,7 +322,7 @@ Status Server::Reload(const ServerConfig& next) {
     if (Status s = im.node->RemoveEngine(r); !s.ok() && first.ok()) first = s;
   }
   for (const EngineEntry& e : diff.added) {
-    Result<std::vector<std::string>> r = im.node->AddEngine(e);
+    Result<std::vector<std::string>> r = im.node->AddEngine(e, /*from_config=*/true);
     if (!r.ok() && first.ok()) first = r.status();
   }
   im.config.engines = next.engines;

@@ -213,8 +213,13 @@ TEST_F(CliTest, EnginesAddListRemove) {
   ASSERT_EQ(v.items.size(), 1u) << r.out;
   EXPECT_EQ(v.items[0]["replica"].text, "r9");
   EXPECT_EQ(v.items[0]["model"].text, "m");
+  EXPECT_EQ(v.items[0]["origin"].text, "admin");
   ASSERT_EQ(v.items[0]["sources"].items.size(), 1u);
   EXPECT_EQ(v.items[0]["sources"].items[0]["gpu_capacity"].as_int(), 64);
+  r = RunKvidx("engines list --server " + Target());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("origin"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" admin "), std::string::npos) << r.out;
 
   r = RunKvidx("engines remove r9 " + Conn());
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 #include "server/config.h"
@@ -191,6 +192,48 @@ TEST(DiscoveryConfig, KubernetesProviderMistakes) {
               HasSubstr("model \"other\" is not configured"));
   EXPECT_THAT(ErrorOf("    - {type: dns, name: k, model: qwen, srv: x}\n" + base + "}\n"),
               HasSubstr("discovery.providers[1].name: duplicate provider \"k\" (also discovery.providers[0])"));
+}
+
+TEST(DiscoveryConfig, KubernetesProviderFromAKubeconfig) {
+  std::string dir = ::testing::TempDir();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string path = dir + "/discovery_config_kubeconfig";
+  std::ofstream(path) << "current-context: c\n"
+                         "clusters: [{name: k, cluster: {server: 'https://10.0.0.1:6443', certificate-authority: ca.crt}}]\n"
+                         "users: [{name: u, user: {token: t0k3n}}]\n"
+                         "contexts: [{name: c, context: {cluster: k, user: u, namespace: inference}},"
+                         " {name: d, context: {cluster: k, user: u}}]\n";
+  const std::string base = "    - {type: kubernetes, name: k, model: qwen, service: s, ports: {events: kv}, kubeconfig: '" +
+                           path + "'";
+  auto r = Parse(base + "}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const KubernetesProviderConfig& p = r.value().discovery.kubernetes[0];
+  EXPECT_EQ(p.api_server, "https://10.0.0.1:6443");
+  EXPECT_EQ(p.namespace_name, "inference");
+  EXPECT_EQ(p.token, "t0k3n");
+  EXPECT_EQ(p.token_file, "");
+  EXPECT_EQ(p.ca_file, dir + "/ca.crt");
+
+  r = Parse(base + ", kubeconfig_context: d, namespace: mine}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.value().discovery.kubernetes[0].namespace_name, "mine");
+  r = Parse(base + ", kubeconfig_context: d}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.value().discovery.kubernetes[0].namespace_name, "default");
+
+  EXPECT_THAT(ErrorOf(base + ", api_server: 'https://x:1'}\n"), HasSubstr("api_server: set kubeconfig or api_server"));
+  EXPECT_THAT(ErrorOf(base + ", token_file: /t}\n"), HasSubstr("token_file: set kubeconfig or token_file"));
+  EXPECT_THAT(ErrorOf(base + ", ca_file: /c}\n"), HasSubstr("ca_file: set kubeconfig or ca_file"));
+  EXPECT_THAT(ErrorOf(base + ", kubeconfig_context: nope}\n"),
+              HasSubstr("discovery.providers[0].kubeconfig: kubeconfig " + path + ": contexts: no context named \"nope\""));
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, service: s, ports: {events: kv}, kubeconfig: '" +
+                      dir + "/missing'}\n"),
+              HasSubstr("discovery.providers[0].kubeconfig: kubeconfig " + dir + "/missing: cannot be read"));
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, namespace: n, service: s, ports: {events: kv},"
+                      " kubeconfig_context: d}\n"),
+              HasSubstr("kubeconfig_context: needs kubeconfig"));
+  EXPECT_THAT(ErrorOf("    - {type: kubernetes, name: k, model: qwen, service: s, ports: {events: kv}, kubeconfig: ''}\n"),
+              HasSubstr("kubeconfig: must not be empty"));
 }
 
 }  // namespace

@@ -156,5 +156,58 @@ TEST_F(DiscoveryStateTest, ThousandEnginesDiffToTheChanges) {
   EXPECT_EQ(state_.Counts("p").added, 1005u);
 }
 
+// The cost rule, counted: on a set of 1,000 engines x 8 DP ranks, an answer
+// is 1,000 lookups, and one engine gone, back, new or expired costs a
+// handful of other operations -- not a walk of the set.
+TEST_F(DiscoveryStateTest, OneEngineChangeOnAThousandTouchesOnlyThatEngine) {
+  std::vector<EngineEntry> fleet;
+  for (int i = 0; i < 1000; ++i) fleet.push_back(Engine("vllm-" + std::to_string(i), 5557, 8));
+  ASSERT_EQ(Answer(fleet).add.size(), 1000u);
+  auto delta = [&](const std::vector<EngineEntry>& answer, DiscoveryActions* actions) {
+    const DiscoveryState::Work before = state_.work();
+    *actions = Answer(answer);
+    return DiscoveryState::Work{state_.work().lookups - before.lookups, state_.work().other - before.other};
+  };
+  DiscoveryActions a;
+
+  DiscoveryState::Work w = delta(fleet, &a);  // unchanged
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(w.lookups, 1000u);
+  EXPECT_EQ(w.other, 0u);
+
+  std::vector<EngineEntry> without = fleet;
+  without.erase(without.begin() + 500);  // vllm-500 vanishes: its grace starts
+  w = delta(without, &a);
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(w.lookups, 999u);
+  EXPECT_EQ(w.other, 2u);  // visited, grace started
+  EXPECT_EQ(state_.Counts("p").grace, 1u);
+
+  w = delta(without, &a);  // still gone: the walk stops at it
+  EXPECT_EQ(w.other, 1u);
+
+  w = delta(fleet, &a);  // back within the grace: nothing to do but end it
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(w.other, 1u);
+  EXPECT_EQ(state_.Counts("p").grace, 0u);
+
+  std::vector<EngineEntry> grown = fleet;
+  grown.push_back(Engine("vllm-1000", 5557, 8));  // a new replica
+  w = delta(grown, &a);
+  EXPECT_THAT(Replicas(a.add), ElementsAre("vllm-1000"));
+  EXPECT_THAT(a.remove, IsEmpty());
+  EXPECT_EQ(w.lookups, 1001u);
+  EXPECT_EQ(w.other, 1u);
+
+  w = delta(fleet, &a);  // vllm-1000 gone again ...
+  EXPECT_EQ(w.other, 2u);
+  now_ += kGrace;
+  const uint64_t other = state_.work().other;
+  a = state_.Expire(now_);  // ... and its grace over
+  EXPECT_THAT(Replicas(a.remove), ElementsAre("vllm-1000"));
+  EXPECT_LE(state_.work().other - other, 2u);  // grace ended, removed
+  EXPECT_EQ(state_.Counts("p").active, 1000u);
+}
+
 }  // namespace
 }  // namespace kvidx::server

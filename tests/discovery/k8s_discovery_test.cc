@@ -32,8 +32,10 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
 
 #include "discovery/kube_api_server.h"
+#include "server/config.h"
 #include "server/node.h"
 
 namespace kvidx::server {
@@ -576,6 +578,49 @@ TEST(K8sDiscoveryConfig, OutsideAPodWithoutApiServerStartFails) {
   Status s = node.value()->Start();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), ::testing::HasSubstr("KUBERNETES_SERVICE_HOST"));
+}
+
+// Outside the cluster: the provider reads a kubeconfig (server/kubeconfig.h)
+// through the config loader -- the server, the CA inline or as a file next
+// to it, the token inline or as a tokenFile, the context's namespace -- and
+// follows the same test API server over verified TLS.
+TEST_F(K8sDiscoveryTest, KubeconfigGivesServerCaTokenAndNamespace) {
+  api_->Put(Slice("vllm-a", {{"pod-1", "127.0.0.11"}}));
+  const std::string ca = Slurp(pki_->File("ca.crt"));
+  std::string ca_b64(4 * ((ca.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(ca_b64.data()),
+                                reinterpret_cast<const unsigned char*>(ca.data()), static_cast<int>(ca.size()));
+  ca_b64.resize(static_cast<size_t>(n));
+  std::filesystem::create_directories(dir_ + "/kube/pki");
+  WriteFile(dir_ + "/kube/pki/ca.crt", ca);
+  WriteFile(dir_ + "/kube/token", std::string(kToken) + "\n");
+  WriteFile(dir_ + "/kube/config",
+            "apiVersion: v1\nkind: Config\ncurrent-context: inline\n"
+            "clusters:\n"
+            "- {name: inline, cluster: {server: '" + api_->url() + "', certificate-authority-data: " + ca_b64 + "}}\n"
+            "- {name: files, cluster: {server: '" + api_->url() + "', certificate-authority: pki/ca.crt}}\n"
+            "users:\n- {name: inline, user: {token: " + std::string(kToken) + "}}\n"
+            "- {name: files, user: {tokenFile: token}}\n"
+            "contexts:\n- {name: inline, context: {cluster: inline, user: inline, namespace: ns}}\n"
+            "- {name: files, context: {cluster: files, user: files, namespace: ns}}\n");
+  for (const char* context : {"", "files"}) {
+    SCOPED_TRACE(context);
+    auto cfg = ParseConfig("models: [{name: qwen}]\n"
+                           "discovery:\n  providers:\n"
+                           "    - {type: kubernetes, name: k8s, model: qwen, service: vllm, grace_ms: 0,\n"
+                           "       ports: {events: kv-events, replay: kv-replay, metrics: http},\n"
+                           "       backoff_initial_ms: 20, backoff_max_ms: 200, kubeconfig: '" + dir_ + "/kube/config'" +
+                               (*context == '\0' ? std::string() : ", kubeconfig_context: " + std::string(context)) + "}\n",
+                           "kvidx.yaml");
+    ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+    const KubernetesProviderConfig& p = cfg->discovery.kubernetes[0];
+    EXPECT_EQ(p.namespace_name, "ns");
+    EXPECT_EQ(p.api_server, api_->url());
+    StartNode(p);
+    ASSERT_TRUE(WaitFor([&] { return Has({"pod-1"}); })) << "tls " << Result("tls") << ", 401 " << Result("unauthorized");
+    EXPECT_EQ(node_->EngineOrigins().at("pod-1"), "kubernetes:k8s");
+    node_.reset();
+  }
 }
 
 }  // namespace

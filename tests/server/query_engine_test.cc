@@ -144,6 +144,7 @@ TEST_F(QueryEngineTest, ListsReplicasAndCountsWithoutRpc) {
   ASSERT_EQ(replicas.size(), 2u);
   EXPECT_EQ(replicas[0].replica, "a");
   EXPECT_EQ(replicas[0].model, kModel);
+  EXPECT_EQ(replicas[0].origin, "config");
   ASSERT_EQ(replicas[0].sources.size(), 1u);
   EXPECT_EQ(replicas[0].sources[0].name, "a/dp0");
   ASSERT_EQ(replicas[0].sources[0].blocks_per_tier.size(), 1u);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,7 +52,13 @@ class SimHarness {
  public:
   // Starts the fleet, then a Server configured with its engines, then warms
   // both up (every source EXACT at a common starting point).
-  void Start(const FleetOptions& fleet_options) {
+  void Start(const FleetOptions& fleet_options) { StartWith(fleet_options, nullptr); }
+
+  // The same, but with `discover` set the config lists no engine: it is
+  // called with the started fleet to add the discovery provider that finds
+  // them (tests/sim/scale_test.cc).
+  void StartWith(const FleetOptions& fleet_options,
+                 const std::function<void(Fleet&, server::ServerConfig*)>& discover) {
     auto fleet = Fleet::Create(fleet_options);
     ASSERT_TRUE(fleet.ok()) << fleet.status().ToString();
     fleet_ = std::move(fleet).value();
@@ -63,7 +70,9 @@ class SimHarness {
     config_.models[0].hash_algo = std::string(HashAlgoName(fleet_options.hasher.algo));
     config_.models[0].hash_seed = fleet_options.hasher.seed;
     config_.models[0].block_size = static_cast<uint32_t>(fleet_options.hasher.block_size);
+    if (discover) discover(*fleet_, &config_);
     for (const EngineDesc& d : fleet_->engines()) {
+      if (discover) break;
       server::EngineEntry e;
       e.engine.replica = d.replica;
       e.engine.model = d.model;

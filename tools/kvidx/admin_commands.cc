@@ -135,6 +135,7 @@ int EnginesList(int argc, char** argv, const FlagValues& leading) {
       w.BeginObject();
       w.Key("replica").String(r.replica());
       w.Key("model").String(r.model());
+      w.Key("origin").String(r.origin());
       w.Key("sources").BeginArray();
       for (const v1::SourceSummary& s : r.sources()) {
         w.BeginObject();
@@ -156,14 +157,14 @@ int EnginesList(int argc, char** argv, const FlagValues& leading) {
     std::printf("%s\n", w.str().c_str());
     return kExitOk;
   }
-  Table t({"replica", "model", "source", "state", "last_seq", "blocks", "gpu_capacity"});
+  Table t({"replica", "model", "origin", "source", "state", "last_seq", "blocks", "gpu_capacity"});
   for (const v1::ReplicaSummary& r : resp.replicas()) {
     for (const v1::SourceSummary& s : r.sources()) {
       std::string blocks;
       for (const v1::TierCount& tc : s.blocks()) {
         blocks += (blocks.empty() ? "" : " ") + tc.tier() + "=" + std::to_string(tc.blocks());
       }
-      t.AddRow({r.replica(), r.model(), s.source(), std::string(StateName(s.state())),
+      t.AddRow({r.replica(), r.model(), r.origin().empty() ? "-" : r.origin(), s.source(), std::string(StateName(s.state())),
                 s.has_seq() ? std::to_string(s.last_seq()) : "-", blocks.empty() ? "-" : blocks,
                 s.gpu_capacity() ? std::to_string(s.gpu_capacity()) : "-"});
     }

@@ -121,6 +121,32 @@ Status WaitCaughtUp(Fleet& fleet, const client::Client& kvidx, std::chrono::mill
   }
 }
 
+Result<std::vector<std::string>> RemovedStillListed(const Fleet& fleet, const client::Client& kvidx) {
+  Result<std::map<std::string, SourceView>> src = ListSources(fleet, kvidx);
+  if (!src.ok()) return src.status();
+  std::vector<std::string> out;
+  for (const EngineDesc& e : fleet.removed()) {
+    auto it = src->lower_bound(e.replica + "/");
+    if (it != src->end() && it->first.compare(0, e.replica.size() + 1, e.replica + "/") == 0) out.push_back(e.replica);
+  }
+  return out;
+}
+
+Status WaitRemovedGone(const Fleet& fleet, const client::Client& kvidx, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    Result<std::vector<std::string>> left = RemovedStillListed(fleet, kvidx);
+    if (left.ok() && left->empty()) return Status::Ok();
+    if (Clock::now() >= deadline) {
+      if (!left.ok()) return left.status();
+      std::string names;
+      for (const std::string& r : *left) Cat(&names, {" ", r});
+      return Status::Unavailable("sources of stopped replicas still listed:" + names);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 Status WarmUp(Fleet& fleet, const client::Client& kvidx, std::chrono::milliseconds timeout) {
   const auto start = Clock::now();
   if (Status s = WaitConnected(fleet, kvidx, timeout); !s.ok()) return s;

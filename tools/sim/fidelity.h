@@ -63,6 +63,12 @@ Status WaitConnected(const Fleet& fleet, const client::Client& kvidx, std::chron
 // Unavailable naming the sources still behind on timeout.
 Status WaitCaughtUp(Fleet& fleet, const client::Client& kvidx, std::chrono::milliseconds timeout);
 
+// The stopped replicas (Fleet::removed) of which kvidx still lists a source.
+Result<std::vector<std::string>> RemovedStillListed(const Fleet& fleet, const client::Client& kvidx);
+// Waits until kvidx lists no source of a stopped replica (discovery removes
+// them when their grace period ends). Unavailable naming them on timeout.
+Status WaitRemovedGone(const Fleet& fleet, const client::Client& kvidx, std::chrono::milliseconds timeout);
+
 // Brings a fresh fleet and kvidx to a known common state before traffic:
 // WaitConnected, a pause for subscriptions to reach the publishers, then
 // one AllBlocksCleared per rank (vLLM reset_prefix_cache) and WaitCaughtUp

@@ -9,7 +9,8 @@
 #
 # Env: BIN (build/bin), REQUESTS per scenario (100000), REPLICAS (8), DP (2),
 # RESTART_SECONDS: traffic time of the kvidx-restart scenario (40), OUT: a
-# directory to keep each scenario's kvidx-sim --json report in.
+# directory to keep each scenario's kvidx-sim --json report in, ONLY: run
+# only the scenario of this name.
 # Prints one line per scenario and exits non-zero if any scenario's
 # fidelity on EXACT sources is below 100% or its expectations fail.
 set -euo pipefail
@@ -20,6 +21,7 @@ REPLICAS=${REPLICAS:-8}
 DP=${DP:-2}
 RESTART_SECONDS=${RESTART_SECONDS:-40}
 OUT=${OUT:-}
+ONLY=${ONLY:-}
 CHECK=$((REQUESTS / 10))
 
 TMP=$(mktemp -d -t kvidx-fidelity-XXXXXX)
@@ -73,6 +75,7 @@ printf '%-24s %8s %6s %6s %9s %9s %8s %7s %5s %5s %8s %s\n' scenario requests hi
 scenario() {
   local name=$1 expect=$2
   shift 2
+  if [ -n "$ONLY" ] && [ "$ONLY" != "$name" ]; then return; fi
   local dir=$TMP/$name
   mkdir -p "$dir"
   GRPC=$(free_port)
@@ -133,6 +136,11 @@ scenario() {
   if [ "$expect" = restart ]; then
     echo "  (routing queries that failed while kvidx was down: $(field "$r" routing_errors))"
   fi
+  if grep -q '"replicas_stopped": [1-9]' "$r"; then
+    echo "  (scale steps $(field "$r" steps), DNS publications $(field "$r" dns_publications), replicas stopped" \
+      "$(field "$r" replicas_stopped), their sources gone $(field "$r" removal_wait_seconds) s after the traffic;" \
+      "$(grep -o '"removal_error": "[^"]*"' "$r")"
+  fi
 }
 
 scenario no-loss                  exact    --routing both --requests "$REQUESTS" --check-every "$CHECK"
@@ -143,5 +151,10 @@ scenario drops-1pct-send-error    degraded --routing kvidx --requests "$REQUESTS
 scenario engine-restart           exact    --routing kvidx --requests "$REQUESTS" --check-every "$CHECK" --restart-at $((REQUESTS / 2)) --drop-rate 0.01
 scenario old-era-bytes-xxhash     exact    --routing kvidx --requests "$REQUESTS" --check-every "$CHECK" --drop-rate 0.01 \
   --wire-era array-v3-norank --bytes-hashes --replay-format old --hash-algo xxhash --hash-seed 1234
+# The fleet published through DNS (dnsmasq started by kvidx-sim), followed
+# by the server's discovery provider alone, scaled 2 -> 5 -> 1 under traffic.
+DNS_PORT=$(free_port)
+scenario dns-scale-2-5-1          exact    --routing kvidx --requests "$REQUESTS" --check-every "$CHECK" --replicas 2 \
+  --dns-port "$DNS_PORT" --scale-at $((REQUESTS / 3)):5,$((REQUESTS * 2 / 3)):1 --grace-ms 5000
 scenario kvidx-restart            restart  --routing kvidx --duration "$RESTART_SECONDS" --rate 1500 --drop-rate 0.01
 exit "$FAILED"

@@ -45,7 +45,11 @@ Status ValidateFleet(const FleetOptions& o) {
     return Status::InvalidArgument("port stride must be >= 2 * dp (PUB and replay ports per rank)");
   }
   if (o.base_port < 0 || o.base_port > 65535) return Status::InvalidArgument("base port must be in [0, 65535]");
-  if (o.base_port != 0 && o.base_port + static_cast<long>(o.replicas) * Stride(o) > 65536) {
+  if (!o.dns_domain.empty() && (o.dns_domain.front() == '.' || o.dns_domain.find_first_not_of(
+                                   "abcdefghijklmnopqrstuvwxyz0123456789.-") != std::string::npos)) {
+    return Status::InvalidArgument("DNS domain must be lower-case letters, digits, '.' and '-'");
+  }
+  if (o.base_port != 0 && o.base_port + static_cast<long>(o.dns_domain.empty() ? o.replicas : 1) * Stride(o) > 65536) {
     return Status::InvalidArgument("ports run past 65535: lower --base-port, --replicas or --port-stride");
   }
   if (o.buffer_steps == 0) return Status::InvalidArgument("replay buffer must hold at least one batch");
@@ -56,21 +60,29 @@ Status ValidateFleet(const FleetOptions& o) {
   return Status::Ok();
 }
 
+EngineDesc EngineAt(const FleetOptions& o, int i) {
+  EngineDesc e;
+  const int stride = Stride(o);
+  int pub = o.base_port + i * stride;
+  e.replica = o.replica_prefix + std::to_string(i);
+  e.host = "127.0.0.1";
+  if (!o.dns_domain.empty()) {
+    e.replica += "." + o.dns_domain;
+    e.host = "127.1." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 2);
+    pub = o.base_port;
+  }
+  e.model = o.model;
+  e.endpoint = "tcp://" + e.host + ":" + std::to_string(pub);
+  if (o.replay) e.replay_endpoint = "tcp://" + e.host + ":" + std::to_string(pub + stride / 2);
+  e.dp_size = static_cast<uint32_t>(o.dp);
+  e.topic = o.topic;
+  e.gpu_blocks = o.blocks_per_rank;
+  return e;
+}
+
 std::vector<EngineDesc> EngineList(const FleetOptions& o) {
   std::vector<EngineDesc> out;
-  const int stride = Stride(o);
-  for (int r = 0; r < o.replicas; ++r) {
-    EngineDesc e;
-    e.replica = o.replica_prefix + std::to_string(r);
-    e.model = o.model;
-    int pub = o.base_port + r * stride;
-    e.endpoint = "tcp://127.0.0.1:" + std::to_string(pub);
-    if (o.replay) e.replay_endpoint = "tcp://127.0.0.1:" + std::to_string(pub + stride / 2);
-    e.dp_size = static_cast<uint32_t>(o.dp);
-    e.topic = o.topic;
-    e.gpu_blocks = o.blocks_per_rank;
-    out.push_back(std::move(e));
-  }
+  for (int r = 0; r < o.replicas; ++r) out.push_back(EngineAt(o, r));
   return out;
 }
 
@@ -108,7 +120,7 @@ Result<std::unique_ptr<Fleet>> Fleet::Create(const FleetOptions& options) {
   if (!hasher.ok()) return hasher.status();
   std::mt19937_64 port_rng(options.seed ^ 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(::getpid()));
   const int stride = Stride(options);
-  const int span = options.replicas * stride;
+  const int span = (options.dns_domain.empty() ? options.replicas : 1) * stride;
   const bool pick = options.base_port == 0;
   if (pick && span > 30000) return Status::InvalidArgument("too many ports to pick a free range at random");
   Status last;
@@ -116,40 +128,70 @@ Result<std::unique_ptr<Fleet>> Fleet::Create(const FleetOptions& options) {
     FleetOptions o = options;
     if (pick) o.base_port = 20000 + static_cast<int>(port_rng() % static_cast<uint64_t>(60000 - 20000 - span));
     std::unique_ptr<Fleet> f(new Fleet(o, hasher.value()));
-    f->engines_ = EngineList(o);
-    bool ok = true;
-    for (const EngineDesc& e : f->engines_) {
-      for (int d = 0; d < o.dp && ok; ++d) {
-        SimRankOptions ro;
-        ro.replica = e.replica;
-        ro.dp_rank = static_cast<uint32_t>(d);
-        ro.num_blocks = o.blocks_per_rank;
-        ro.hasher = o.hasher;
-        ro.bytes_hashes = o.bytes_hashes;
-        ro.era = o.era;
-        ro.publisher.endpoint = e.endpoint;  // FakeEngine applies the DP port offset
-        ro.publisher.pub_bind = true;        // vLLM would bind tcp://*:P; loopback is enough here
-        ro.publisher.replay_endpoint = e.replay_endpoint;
-        ro.publisher.topic = e.topic.value_or("");
-        ro.publisher.buffer_steps = o.buffer_steps;
-        ro.publisher.replay_format = o.replay_format;
-        Result<std::unique_ptr<SimRank>> r = SimRank::Create(ro);
-        if (!r.ok()) {
-          last = r.status();
-          ok = false;
-          break;
-        }
-        f->ranks_.push_back(std::move(r).value());
-      }
-      if (!ok) break;
+    Status s;
+    for (int r = 0; r < o.replicas && s.ok(); ++r) s = f->StartReplica(r);
+    if (!s.ok()) {
+      last = s;
+      continue;
     }
-    if (!ok) continue;
-    f->last_dropped_.assign(f->ranks_.size(), false);
-    f->silent_.assign(f->ranks_.size(), false);
     return f;
   }
-  return Status::Unavailable("cannot bind the simulated engines' ports on 127.0.0.1 (" + last.ToString() + ")" +
+  return Status::Unavailable("cannot bind the simulated engines' ports (" + last.ToString() + ")" +
                              (pick ? "" : ": choose another --base-port, or 0 for a random free range"));
+}
+
+Status Fleet::StartReplica(int i) {
+  EngineDesc e = EngineAt(opts_, i);
+  std::vector<std::unique_ptr<SimRank>> ranks;
+  for (int d = 0; d < opts_.dp; ++d) {
+    SimRankOptions ro;
+    ro.replica = e.replica;
+    ro.dp_rank = static_cast<uint32_t>(d);
+    ro.num_blocks = opts_.blocks_per_rank;
+    ro.hasher = opts_.hasher;
+    ro.bytes_hashes = opts_.bytes_hashes;
+    ro.era = opts_.era;
+    ro.publisher.endpoint = e.endpoint;  // FakeEngine applies the DP port offset
+    ro.publisher.pub_bind = true;        // vLLM would bind tcp://*:P; loopback is enough here
+    ro.publisher.replay_endpoint = e.replay_endpoint;
+    ro.publisher.topic = e.topic.value_or("");
+    ro.publisher.buffer_steps = opts_.buffer_steps;
+    ro.publisher.replay_format = opts_.replay_format;
+    Result<std::unique_ptr<SimRank>> r = SimRank::Create(ro);
+    if (!r.ok()) return r.status();
+    ranks.push_back(std::move(r).value());
+  }
+  for (auto& r : ranks) {
+    ranks_.push_back(std::move(r));
+    last_dropped_.push_back(false);
+    silent_.push_back(false);
+  }
+  engines_.push_back(std::move(e));
+  next_replica_ = std::max(next_replica_, i + 1);
+  return Status::Ok();
+}
+
+void Fleet::StopNewestReplica() {
+  for (int d = 0; d < opts_.dp; ++d) {
+    const SimRank& r = *ranks_.back();
+    retired_batches_ += r.batches_published();
+    retired_events_ += r.events_published();
+    retired_dropped_ += r.batches_dropped();
+    ranks_.pop_back();
+    last_dropped_.pop_back();
+    silent_.pop_back();
+  }
+  removed_.push_back(std::move(engines_.back()));
+  engines_.pop_back();
+}
+
+Status Fleet::ScaleTo(int replicas) {
+  if (replicas < 1 || replicas > 1000) return Status::InvalidArgument("replicas must be in [1, 1000]");
+  while (this->replicas() > replicas) StopNewestReplica();
+  while (this->replicas() < replicas) {
+    if (Status s = StartReplica(next_replica_); !s.ok()) return s;
+  }
+  return Status::Ok();
 }
 
 std::string Fleet::source_name(size_t i) const {
@@ -221,19 +263,19 @@ Result<size_t> Fleet::Settle() {
 }
 
 uint64_t Fleet::batches_published() const {
-  uint64_t n = 0;
+  uint64_t n = retired_batches_;
   for (const auto& r : ranks_) n += r->batches_published();
   return n;
 }
 
 uint64_t Fleet::events_published() const {
-  uint64_t n = 0;
+  uint64_t n = retired_events_;
   for (const auto& r : ranks_) n += r->events_published();
   return n;
 }
 
 uint64_t Fleet::batches_dropped() const {
-  uint64_t n = 0;
+  uint64_t n = retired_dropped_;
   for (const auto& r : ranks_) n += r->batches_dropped();
   return n;
 }

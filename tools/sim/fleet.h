@@ -8,6 +8,16 @@
 // FleetOptions (EngineList / ConfigYaml) is exactly what kvidx must be told.
 // base_port 0 picks a free range at random (tests, the demo).
 //
+// Published through DNS (`dns_domain` set, tools/sim/fleet_dns.h): replica i
+// runs on its own loopback address 127.1.<i / 250>.<i % 250 + 2> with the
+// same ports as every other replica (P = base, R = base + stride / 2), as
+// the pods behind a headless Service do, and is named
+// "<prefix><i>.<dns_domain>": the SRV target kvidx takes as replica name.
+//
+// Scaling: ScaleTo(n) starts new replicas (new names, never reused: a new
+// pod) or stops the newest ones (their ranks and sockets are gone at once,
+// as when a pod is deleted); rank indices are then renumbered.
+//
 // Faults:
 //   - drops: Serve(..., drop=true) drops the batch that request publishes at
 //     the publisher, in `drop_mode` (kNotSent: lost live but replayable, a
@@ -58,6 +68,7 @@ struct FleetOptions {
   ingest::DropMode drop_mode = ingest::DropMode::kNotSent;
   bool restart_new_sockets = true;     // a restart re-creates PUB/ROUTER
   uint64_t seed = 1;                   // settle prompts, random port choice
+  std::string dns_domain;              // "" = every replica on 127.0.0.1 with its own ports
 };
 
 // InvalidArgument naming the bad option, or OK.
@@ -66,6 +77,7 @@ Status ValidateFleet(const FleetOptions& o);
 // One engine (replica) as kvidx must be configured for it.
 struct EngineDesc {
   std::string replica;
+  std::string host;             // the loopback address it binds
   std::string model;
   std::string endpoint;         // rank-0 PUB, kvidx's side: tcp://127.0.0.1:P
   std::string replay_endpoint;  // rank-0 ROUTER; empty without replay
@@ -76,6 +88,8 @@ struct EngineDesc {
 
 // The engines FleetOptions describe (base_port must be non-zero).
 std::vector<EngineDesc> EngineList(const FleetOptions& o);
+// Replica number i of the fleet (base_port must be non-zero).
+EngineDesc EngineAt(const FleetOptions& o, int i);
 // kvidx YAML (docs/CONFIG.md): the `models:` section for the fleet's hasher
 // and/or the `engines:` section.
 std::string ConfigYaml(const FleetOptions& o, bool models, bool engines);
@@ -86,7 +100,16 @@ class Fleet {
   static Result<std::unique_ptr<Fleet>> Create(const FleetOptions& options);
 
   const FleetOptions& options() const { return opts_; }  // base_port resolved
+  // The running engines, oldest first.
   const std::vector<EngineDesc>& engines() const { return engines_; }
+  // Engines ScaleTo stopped, in the order it stopped them.
+  const std::vector<EngineDesc>& removed() const { return removed_; }
+  int replicas() const { return static_cast<int>(engines_.size()); }
+
+  // Starts or stops replicas until `replicas` run (see the header comment).
+  // InvalidArgument outside [1, 1000]; a failure to bind leaves the fleet
+  // with the replicas started so far.
+  Status ScaleTo(int replicas);
   size_t size() const { return ranks_.size(); }
   // Ranks are replica-major: index = replica * dp + dp_rank.
   SimRank& rank(size_t i) { return *ranks_[i]; }
@@ -124,9 +147,18 @@ class Fleet {
 
  private:
   Fleet(const FleetOptions& options, BlockHasher hasher);
+  // Binds replica number i's ranks and appends them.
+  Status StartReplica(int i);
+  void StopNewestReplica();
 
   FleetOptions opts_;
   std::vector<EngineDesc> engines_;
+  std::vector<EngineDesc> removed_;
+  int next_replica_ = 0;
+  // Totals of stopped ranks.
+  uint64_t retired_batches_ = 0;
+  uint64_t retired_events_ = 0;
+  uint64_t retired_dropped_ = 0;
   std::vector<std::unique_ptr<SimRank>> ranks_;
   std::vector<bool> last_dropped_;
   std::vector<bool> silent_;

@@ -21,9 +21,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,7 @@
 #include "tools/kvidx/json_writer.h"
 #include "tools/sim/fidelity.h"
 #include "tools/sim/fleet.h"
+#include "tools/sim/fleet_dns.h"
 #include "tools/sim/runner.h"
 #include "tools/sim/ttft_command.h"
 #include "tools/sim/workload.h"
@@ -55,7 +58,8 @@ server
   --register               add the fleet's engines through the admin API (kvidx engines add)
   --unregister             remove them again at exit
   --timeout-ms N           per-call deadline (2000)
-  --print-config           print the fleet as kvidx YAML (models: and engines:) and exit
+  --print-config           print the fleet as kvidx YAML (models: and engines:, or discovery: with
+                           --dns-port) and exit
   --no-engines             with --print-config: only the models: section
 
 fleet
@@ -75,6 +79,19 @@ fleet
   --replay-format F        new (with topic, vLLM >= #45177) | old (new)
   --topic T                KVEventsConfig.topic ("")
   --buffer-steps N         replay ring size in batches (10000)
+
+fleet published through DNS (kvidx follows it with a `discovery:` DNS provider)
+  --dns-port P             run dnsmasq on 127.0.0.1:P publishing one SRV record per running replica
+                           (_kvevents._tcp.DOMAIN -> <prefix><i>.DOMAIN, each on its own 127.1.x.y
+                           address with the same ports); no engines are registered
+  --dns-domain D           the domain of the replicas' names (sim.test)
+  --scale-at N:R[,N:R...]  before global request N (0-based, counted over all phases) scale to R
+                           replicas: new ones get new names, the newest ones stop; e.g.
+                           --scale-at 20000:5,40000:1 (needs --dns-port, or --register)
+  --grace-ms N             with --print-config: the provider's grace_ms (5000)
+  --dns-interval-ms N      with --print-config: the provider's interval_ms (1000)
+  --removal-wait S         at the end, wait this long for the stopped replicas' sources to leave
+                           kvidx (after its grace period); fail if they do not (60)
 
 workload
   --requests N             requests per routing phase (5000 unless --duration)
@@ -133,6 +150,10 @@ struct Flags {
   uint64_t check_every = 0;
   bool json = false;
   bool quiet = false;
+  int dns_port = 0;
+  std::vector<ScaleStep> scale_at;
+  DnsProviderTiming dns_timing;
+  double removal_wait = 60;
 };
 
 [[noreturn]] void UsageError(const std::string& msg) {
@@ -254,6 +275,15 @@ Flags ParseFlags(int argc, char** argv) {
     else if (a == "--pause-seconds") f.pause_seconds = ParseDouble(a, val(), 0, 86400);
     else if (a == "--samples") f.samples = ParseU64(a, val(), 0, 10000000);
     else if (a == "--check-every") f.check_every = ParseU64(a, val(), 0, UINT64_MAX);
+    else if (a == "--dns-port") f.dns_port = static_cast<int>(ParseU64(a, val(), 1, 65535));
+    else if (a == "--dns-domain") f.fleet.dns_domain = val();
+    else if (a == "--scale-at") {
+      Result<std::vector<ScaleStep>> steps = ParseScaleSteps(val());
+      if (!steps.ok()) UsageError(a + ": " + steps.status().message());
+      f.scale_at = std::move(steps).value();
+    } else if (a == "--grace-ms") f.dns_timing.grace_ms = static_cast<uint32_t>(ParseU64(a, val(), 0, 86400000));
+    else if (a == "--dns-interval-ms") f.dns_timing.interval_ms = static_cast<uint32_t>(ParseU64(a, val(), 200, 86400000));
+    else if (a == "--removal-wait") f.removal_wait = ParseDouble(a, val(), 0, 86400);
     else if (a == "--json") f.json = true;
     else if (a == "--quiet") f.quiet = true;
     else UsageError("unknown argument \"" + std::string(argv[i]) + "\"");
@@ -264,6 +294,15 @@ Flags ParseFlags(int argc, char** argv) {
     }
   }
   if (f.requests == 0 && f.duration == 0) f.requests = 5000;
+  if (f.dns_port != 0 && f.fleet.dns_domain.empty()) f.fleet.dns_domain = "sim.test";
+  if (f.dns_port == 0 && !f.fleet.dns_domain.empty()) UsageError("--dns-domain goes with --dns-port");
+  if (f.dns_port != 0 && f.do_register) UsageError("--dns-port publishes the fleet through DNS: no --register");
+  if (!f.scale_at.empty() && f.dns_port == 0 && !f.do_register) {
+    UsageError("--scale-at needs --dns-port (kvidx follows DNS) or --register (the admin API)");
+  }
+  if (f.dns_port != 0 && f.dns_timing.min_interval_ms > f.dns_timing.interval_ms) {
+    f.dns_timing.min_interval_ms = f.dns_timing.interval_ms;
+  }
   if (f.do_register && f.token_file.empty()) UsageError("--register needs --token-file (admin API)");
   if (f.unregister && !f.do_register) UsageError("--unregister needs --register");
   if (f.print_config && f.fleet.base_port == 0) UsageError("--print-config needs a fixed --base-port");
@@ -300,7 +339,10 @@ int main(int argc, char** argv) {
   Flags f = ParseFlags(argc, argv);
 
   if (f.print_config) {
-    std::fputs(ConfigYaml(f.fleet, true, !f.no_engines).c_str(), stdout);
+    std::fputs(ConfigYaml(f.fleet, true, !f.no_engines && f.dns_port == 0).c_str(), stdout);
+    if (f.dns_port != 0 && !f.no_engines) {
+      std::fputs(DiscoveryYaml(f.fleet, "127.0.0.1:" + std::to_string(f.dns_port), f.dns_timing).c_str(), stdout);
+    }
     return 0;
   }
 
@@ -349,12 +391,34 @@ int main(int argc, char** argv) {
                  !fo.replay ? "off" : fo.replay_format == ingest::ReplayFormat::kLegacy ? "on (old format)" : "on");
   }
 
+  std::unique_ptr<FleetDns> dns;
+  std::filesystem::path dns_dir;
+  if (f.dns_port != 0) {
+    char tmpl[] = "/tmp/kvidx-sim-dns.XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return Fail(std::string("mkdtemp: ") + std::strerror(errno));
+    dns_dir = tmpl;
+    Result<std::unique_ptr<FleetDns>> d = FleetDns::Start(fleet, dns_dir, f.dns_port);
+    if (!d.ok()) return Fail("DNS: " + d.status().ToString());
+    dns = std::move(d).value();
+    if (!f.quiet) {
+      std::fprintf(stderr, "kvidx-sim: fleet published as SRV %s on %s (kvidx-sim --print-config gives the provider)\n",
+                   SrvName(fo).c_str(), dns->nameserver().c_str());
+    }
+  }
+  struct DirRemover {
+    std::filesystem::path dir;
+    ~DirRemover() {
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    }
+  } remove_dns_dir{dns_dir};
+
   if (f.do_register) {
     if (Status s = RegisterEngines(fleet, kvidx, f.quiet); !s.ok()) return Fail("register: " + s.ToString());
   }
   if (Status s = WarmUp(fleet, kvidx, std::chrono::seconds(30)); !s.ok()) {
     return Fail("warm-up: " + s.ToString() +
-                (f.do_register ? "" : "\n(are the engines configured in kvidx? use --register or --print-config)"));
+                (f.do_register || dns ? "" : "\n(are the engines configured in kvidx? use --register or --print-config)"));
   }
   Result<KvidxCounters> before = ReadCounters(fleet, kvidx);
   if (!before.ok()) return Fail(before.status().ToString());
@@ -365,6 +429,22 @@ int main(int argc, char** argv) {
 
   const bool tty = isatty(STDERR_FILENO) == 1;
   Runner runner(&fleet, &kvidx);
+  size_t removed_unregistered = 0;
+  std::set<std::string> registered;  // --register: replica names added so far
+  for (const EngineDesc& e : fleet.engines()) registered.insert(e.replica);
+  runner.set_on_scale([&]() -> Status {
+    if (!f.quiet) std::fprintf(stderr, "\nkvidx-sim: scaled to %d replicas\n", fleet.replicas());
+    if (dns) return dns->Publish(fleet);
+    for (; removed_unregistered < fleet.removed().size(); ++removed_unregistered) {
+      const std::string& r = fleet.removed()[removed_unregistered].replica;
+      if (grpc::Status s = kvidx.RemoveEngine(r); !s.ok()) return FromGrpc(s, "RemoveEngine " + r);
+    }
+    for (const EngineDesc& e : fleet.engines()) {
+      if (!registered.insert(e.replica).second) continue;
+      if (Status s = RegisterEngine(e, kvidx, true); !s.ok()) return s;
+    }
+    return Status::Ok();
+  });
   std::vector<PhaseReport> phases;
   uint64_t global = 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -388,6 +468,7 @@ int main(int argc, char** argv) {
     po.restart_rank = f.restart_rank;
     po.pause_at = f.pause_at;
     po.pause_seconds = f.pause_seconds;
+    po.scale_at = f.scale_at;
     po.check_every = f.check_every;
     po.samples = f.samples;
     po.seed = f.workload.seed * 31 + p;
@@ -408,6 +489,16 @@ int main(int argc, char** argv) {
     phases.push_back(std::move(rep).value());
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // Stopped replicas must leave kvidx once their grace period ends.
+  std::string removal_error;
+  double removal_seconds = 0;
+  if (!fleet.removed().empty()) {
+    const auto r0 = std::chrono::steady_clock::now();
+    Status gone = WaitRemovedGone(fleet, kvidx, std::chrono::milliseconds(static_cast<int64_t>(f.removal_wait * 1000)));
+    removal_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
+    if (!gone.ok()) removal_error = gone.ToString();
+  }
 
   Result<KvidxCounters> after = ReadCounters(fleet, kvidx);
   if (!after.ok()) return Fail(after.status().ToString());
@@ -441,7 +532,9 @@ int main(int argc, char** argv) {
   const double evs = traffic_s > 0 ? static_cast<double>(events) / traffic_s : 0;
   // Routing queries per second of kvidx-routed traffic.
   const double qps = routed_s > 0 ? static_cast<double>(routing_q) / routed_s : 0;
-  const bool pass = fid.perfect();
+  const bool pass = fid.perfect() && removal_error.empty();
+  uint64_t scale_steps = 0;
+  for (const PhaseReport& r : phases) scale_steps += r.scale_steps;
   const PhaseReport* random = nullptr;
   const PhaseReport* routed = nullptr;
   for (const PhaseReport& r : phases) (r.routing == Routing::kRandom ? random : routed) = &r;
@@ -510,6 +603,12 @@ int main(int argc, char** argv) {
     j.EndObject();
     j.Key("catch_up_error").String(catch_up_error);
     j.EndObject();
+    j.Key("scaling").BeginObject();
+    j.Key("steps").Uint(scale_steps).Key("replicas_at_end").Int(fleet.replicas());
+    j.Key("replicas_stopped").Uint(fleet.removed().size());
+    j.Key("dns_publications").Uint(dns ? dns->publications() : 0);
+    j.Key("removal_wait_seconds").Double(removal_seconds).Key("removal_error").String(removal_error);
+    j.EndObject();
     j.Key("ok").Bool(pass);
     j.EndObject();
     std::printf("%s\n", j.str().c_str());
@@ -553,11 +652,19 @@ int main(int argc, char** argv) {
     for (const auto& [state, n] : after->sources_by_state) std::printf(" %s=%" PRIu64, state.c_str(), n);
     std::printf("\n");
     if (!catch_up_error.empty()) std::printf("warning:    %s\n", catch_up_error.c_str());
-    std::printf("result:     %s\n", pass ? "PASS (100% fidelity on EXACT sources)" : "FAIL (kvidx answered wrong for an EXACT source)");
+    if (scale_steps > 0 || dns) {
+      std::printf("scaling:    %" PRIu64 " steps, %d replicas at the end, %zu stopped%s; their sources left kvidx "
+                  "%.1f s after the traffic ended%s%s\n",
+                  scale_steps, fleet.replicas(), fleet.removed().size(), dns ? " (published through DNS)" : "",
+                  removal_seconds, removal_error.empty() ? "" : ": ", removal_error.c_str());
+    }
+    std::printf("result:     %s\n", pass                  ? "PASS (100% fidelity on EXACT sources)"
+                                     : !fid.perfect()       ? "FAIL (kvidx answered wrong for an EXACT source)"
+                                                            : "FAIL (stopped replicas' sources not removed)");
   }
   std::fflush(stdout);
 
-  if (f.unregister) {
+  if (f.unregister && !dns) {
     for (const EngineDesc& e : fleet.engines()) {
       if (grpc::Status s = kvidx.RemoveEngine(e.replica); !s.ok()) {
         std::fprintf(stderr, "kvidx-sim: remove %s: %s\n", e.replica.c_str(), s.error_message().c_str());

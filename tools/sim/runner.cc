@@ -16,6 +16,36 @@ constexpr double kLoadDecay = 0.99;  // per request routed anywhere
 
 }  // namespace
 
+Result<std::vector<ScaleStep>> ParseScaleSteps(const std::string& text) {
+  std::vector<ScaleStep> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string step = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t colon = step.find(':');
+    auto digits = [](const std::string& s) {
+      return !s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (colon == std::string::npos || !digits(step.substr(0, colon)) || !digits(step.substr(colon + 1))) {
+      return Status::InvalidArgument("scale step \"" + step + "\": expected AT:REPLICAS (two integers)");
+    }
+    ScaleStep s;
+    s.at = std::stoull(step.substr(0, colon));
+    uint64_t replicas = std::stoull(step.substr(colon + 1));
+    if (replicas < 1 || replicas > 1000) {
+      return Status::InvalidArgument("scale step \"" + step + "\": replicas must be in [1, 1000]");
+    }
+    s.replicas = static_cast<int>(replicas);
+    if (!out.empty() && s.at <= out.back().at) {
+      return Status::InvalidArgument("scale step \"" + step + "\": steps must be in increasing order of AT");
+    }
+    out.push_back(s);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
 const char* RoutingName(Routing r) { return r == Routing::kKvidx ? "kvidx" : "random"; }
 
 Runner::Runner(Fleet* fleet, const client::Client* kvidx)
@@ -77,6 +107,14 @@ size_t Runner::Route(const std::vector<int64_t>& tokens, Routing routing, PhaseR
     }
   }
   return pick;
+}
+
+Status Runner::Scale(int replicas) {
+  if (Status s = fleet_->ScaleTo(replicas); !s.ok()) return s;
+  // Ranks were renumbered: the load estimate starts over.
+  load_.assign(fleet_->size(), 0.0);
+  load_tick_.assign(fleet_->size(), tick_);
+  return on_scale_ ? on_scale_() : Status::Ok();
 }
 
 Status Runner::Checkpoint(size_t samples, std::chrono::milliseconds timeout, PhaseReport* report) {
@@ -142,6 +180,11 @@ Result<PhaseReport> Runner::Run(const PhaseOptions& o, const ProgressFn& progres
       }
       excluded += Clock::now() - p0;
       ++rep.pauses;
+    }
+    for (const ScaleStep& step : o.scale_at) {
+      if (step.at != global) continue;
+      if (Status s = Scale(step.replicas); !s.ok()) return s;
+      ++rep.scale_steps;
     }
     if (o.restart_at && *o.restart_at == global) {
       if (Status s = fleet_->Restart(o.restart_rank % fleet_->size()); !s.ok()) return s;

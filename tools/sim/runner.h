@@ -34,6 +34,16 @@ namespace kvidx::sim {
 enum class Routing : uint8_t { kRandom, kKvidx };
 const char* RoutingName(Routing r);  // "random" / "kvidx"
 
+// Scale the fleet to `replicas` before global request `at` (Fleet::ScaleTo).
+struct ScaleStep {
+  uint64_t at = 0;
+  int replicas = 1;
+};
+
+// "AT:REPLICAS[,AT:REPLICAS...]", e.g. "2000:5,4000:1"; steps in increasing
+// order of AT. InvalidArgument naming the bad step.
+Result<std::vector<ScaleStep>> ParseScaleSteps(const std::string& text);
+
 struct PhaseOptions {
   std::string name;
   Routing routing = Routing::kRandom;
@@ -48,6 +58,7 @@ struct PhaseOptions {
   size_t restart_rank = 1;
   std::optional<uint64_t> pause_at;    // global request number: pause all traffic before it
   double pause_seconds = 0;
+  std::vector<ScaleStep> scale_at;     // fleet size changes (Runner::set_on_scale is told)
   uint64_t check_every = 0;       // fidelity checkpoint every N requests (0 = end of phase only)
   size_t samples = 200;           // fidelity queries per checkpoint
   bool final_check = true;        // checkpoint at the end of the phase
@@ -68,6 +79,7 @@ struct PhaseReport {
   uint64_t batches_dropped = 0;
   uint64_t restarts = 0;
   uint64_t pauses = 0;
+  uint64_t scale_steps = 0;
   uint64_t settle_requests = 0;
   uint64_t routing_queries = 0;
   uint64_t routing_errors = 0;
@@ -100,7 +112,12 @@ class Runner {
   // from the traffic seen so far.
   Status Checkpoint(size_t samples, std::chrono::milliseconds timeout, PhaseReport* report);
 
+  // Called after every scale step with the fleet resized (e.g. to publish it
+  // through DNS); its error ends the phase.
+  void set_on_scale(std::function<Status()> fn) { on_scale_ = std::move(fn); }
+
  private:
+  Status Scale(int replicas);
   size_t Route(const std::vector<int64_t>& tokens, Routing routing, PhaseReport* report);
   double Load(size_t i) const;
   void AddLoad(size_t i);
@@ -114,6 +131,7 @@ class Runner {
   std::vector<uint64_t> load_tick_;
   v1::FindPrefixResponse resp_;
   std::vector<size_t> candidates_;
+  std::function<Status()> on_scale_;
 };
 
 }  // namespace kvidx::sim
