@@ -79,6 +79,10 @@ write_config() {
     echo "metrics:"
     echo "  listen: \"127.0.0.1:$METRICS_PORT\""
     echo "data_dir: \"$TMP/data\""
+    # kvidx-sim ttft's engines serve /metrics in simulated time; each Route
+    # decision after an update waits for two scrape rounds.
+    echo "routing:"
+    echo "  scrape_interval_ms: 10"
     # The simulated engines' model (hash algorithm, seed, block size).
     "$BIN/kvidx-sim" "${SIM_ARGS[@]}" --print-config --no-engines --base-port 25557
     # ... with a tokenizer, so requests may come as text or chat messages.
