@@ -27,6 +27,7 @@ struct Flags {
   int target_tokens = 8192;
   int queries = 300;
   int loads = 5;
+  bool unique = false;  // no text shared between queries
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -37,15 +38,17 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     else if (a == "--target-tokens") f->target_tokens = std::atoi(val());
     else if (a == "--queries") f->queries = std::atoi(val());
     else if (a == "--loads") f->loads = std::atoi(val());
+    else if (a == "--unique") f->unique = true;
     else return false;
   }
   return f->target_tokens > 0 && f->queries > 0 && f->loads > 0;
 }
 
 // Varied prose with code, numbers and a little non-Latin text, so the
-// tokenizer sees what real prompts hold.
-std::string Paragraph(int i) {
-  return "Section " + std::to_string(i) + ": the router forwards request " + std::to_string(i * 7919 % 100000) +
+// tokenizer sees what real prompts hold. `salt` >= 0 makes the text its own.
+std::string Paragraph(int i, int salt) {
+  const std::string own = salt < 0 ? "" : "(conversation " + std::to_string(salt) + ") ";
+  return "Section " + std::to_string(i) + ": " + own + "the router forwards request " + std::to_string(i * 7919 % 100000) +
          " to the replica whose KV cache already holds the longest prefix; `if (blocks > " +
          std::to_string(i % 97) + ") { return cached; }` -- 缓存命中率 " + std::to_string(i % 100) +
          "%. Latency matters more than throughput here, and every miss costs a full prefill. ";
@@ -53,17 +56,18 @@ std::string Paragraph(int i) {
 
 // A chat of about `tokens` tokens (~4 characters per token): a long system
 // prompt (a quarter), user/assistant turns, and a last user turn unique to
-// `query`.
-std::string ChatBody(int tokens, int query) {
+// `query`; with `unique`, every turn is.
+std::string ChatBody(int tokens, int query, bool unique) {
+  const int salt = unique ? query : -1;
   nlohmann::json messages = nlohmann::json::array();
   std::string system;
   int p = 0;
-  while (static_cast<int>(system.size()) < tokens) system += Paragraph(p++);
+  while (static_cast<int>(system.size()) < tokens) system += Paragraph(p++, salt);
   messages.push_back({{"role", "system"}, {"content", system}});
   std::string turn;
   for (int t = 0; static_cast<int>(system.size() + turn.size()) < 4 * tokens - 400; ++t) {
-    std::string text = Paragraph(p++);
-    text += Paragraph(p++);
+    std::string text = Paragraph(p++, salt);
+    text += Paragraph(p++, salt);
     turn += text;
     messages.push_back({{"role", t % 2 == 0 ? "user" : "assistant"}, {"content", text}});
   }
@@ -91,9 +95,10 @@ void ColdVersusWarm(const Flags& f, const std::vector<std::string>& bodies) {
       (i == 0 ? cold : warm).push_back(us);
     }
   }
-  std::printf("PromptEncoder, %d fresh loads: first chat encode p50 %.0f us; repeated system prompt p50 %.0f us "
+  std::printf("PromptEncoder, %d fresh loads: first chat encode p50 %.0f us; later chats (%s) p50 %.0f us "
               "(%.2fx)\n",
-              f.loads, Percentile(cold, 0.5), Percentile(warm, 0.5), Percentile(cold, 0.5) / Percentile(warm, 0.5));
+              f.loads, Percentile(cold, 0.5), f.unique ? "sharing no text" : "sharing its system prompt and history",
+              Percentile(warm, 0.5), Percentile(cold, 0.5) / Percentile(warm, 0.5));
 }
 
 }  // namespace
@@ -102,11 +107,12 @@ int RunChatPrefixBench(int argc, char** argv) {
   Flags f;
   if (!ParseFlags(argc, argv, &f)) {
     std::fprintf(stderr,
-                 "usage: kvidx-bench chat-prefix [--tokenizer DIR] [--target-tokens N] [--queries N] [--loads R]\n");
+                 "usage: kvidx-bench chat-prefix [--tokenizer DIR] [--target-tokens N] [--queries N] [--loads R] "
+                 "[--unique]\n");
     return 2;
   }
   std::vector<std::string> bodies;
-  for (int q = 0; q < f.queries; ++q) bodies.push_back(ChatBody(f.target_tokens, q));
+  for (int q = 0; q < f.queries; ++q) bodies.push_back(ChatBody(f.target_tokens, q, f.unique));
 
   ingest::FakeEngineOptions eo;
   eo.pub_bind = true;
@@ -169,8 +175,8 @@ int RunChatPrefixBench(int argc, char** argv) {
     tokens += a.prompt_tokens;
     matched += a.replicas.empty() ? 0 : a.replicas[0].gpu_blocks;
   }
-  std::printf("chat -> FindPrefix in process, %d queries of %" PRIu64 " tokens on average (%s):\n", f.queries,
-              tokens / static_cast<uint64_t>(f.queries), f.tokenizer.c_str());
+  std::printf("chat -> FindPrefix in process, %d %s queries of %" PRIu64 " tokens on average (%s):\n", f.queries,
+              f.unique ? "unique" : "shared-history", tokens / static_cast<uint64_t>(f.queries), f.tokenizer.c_str());
   std::printf("  p50 %.0f us  p90 %.0f us  p99 %.0f us  (matched %" PRIu64 " of %zu blocks on average)\n",
               Percentile(us, 0.5), Percentile(us, 0.9), Percentile(us, 0.99), matched / static_cast<uint64_t>(f.queries),
               a.keys.size());
