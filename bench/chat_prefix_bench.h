@@ -8,7 +8,8 @@
 // about N tokens sharing that system prompt and differing in the last user
 // turn (with --unique: sharing no text at all, only the template's role
 // headers and the words any text has): JSON parse, vLLM's message rules, chat-template render, tokenize,
-// hash, index walk. Prints p50/p90/p99 microseconds and, on a PromptEncoder
+// hash, index walk. Prints p50/p90/p99 microseconds (wall, and the
+// thread's CPU time, which a shared host's preemption does not inflate) and, on a PromptEncoder
 // loaded afresh R times, the first encode (cold caches) against the repeated
 // ones (warm: the repeated system prompt's pre-tokens are cached).
 #pragma once
