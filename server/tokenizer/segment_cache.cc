@@ -1,7 +1,6 @@
 #include "server/tokenizer/segment_cache.h"
 
-#include <algorithm>
-#include <cstring>
+#include <xxhash.h>
 
 namespace kvidx::tokenizer {
 namespace {
@@ -19,15 +18,14 @@ std::string_view KeyOf(std::string_view text, bool at_origin) {
 
 SegmentCache::SegmentCache(SegmentCacheOptions options) : options_(options) {}
 
+size_t SegmentCache::KeyHash::operator()(std::string_view key) const noexcept {
+  return static_cast<size_t>(XXH3_64bits(key.data(), key.size()));
+}
+
 SegmentCache::Shard& SegmentCache::ShardOf(std::string_view key) const {
-  // The map hashes the whole key; the shard only needs a cheap spread:
-  // the length and the last bytes (the first ones are often a shared role
-  // header).
-  uint64_t tail = 0;
-  const size_t n = std::min<size_t>(key.size(), sizeof(tail));
-  std::memcpy(&tail, key.data() + key.size() - n, n);
-  const uint64_t h = (tail ^ (key.size() * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
-  return shards_[(h >> 59) % kShards];
+  // Another hash than the map's bucket choice would be wasted work: the
+  // top bits of the same one pick the shard.
+  return shards_[(KeyHash{}(key) >> 60) % kShards];
 }
 
 bool SegmentCache::Lookup(std::string_view text, bool at_origin, std::vector<uint32_t>* ids) const {
@@ -51,6 +49,12 @@ void SegmentCache::Insert(std::string_view text, bool at_origin, std::span<const
   const size_t budget = options_.max_bytes / kShards;
   if (bytes > budget) return;
   const std::string_view key = KeyOf(text, at_origin);
+  const uint64_t hash = KeyHash{}(key);
+  std::atomic<uint64_t>& seen = seen_[hash % kSeenSlots];
+  if (seen.load(std::memory_order_relaxed) != hash) {
+    seen.store(hash, std::memory_order_relaxed);
+    return;
+  }
   auto entry = std::make_shared<const Entry>(Entry{std::vector<uint32_t>(ids.begin(), ids.end())});
   Shard& shard = ShardOf(key);
   MutexLock lock(shard.mu);

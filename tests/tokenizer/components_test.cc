@@ -286,24 +286,32 @@ TEST(Cache, RepeatedAndConcurrentEncodesGiveTheSameIds) {
   for (const Ids& r : results) EXPECT_EQ(r, Encode(**t, text + "3"));
 }
 
+// Runs are kept the second time they are inserted.
+void InsertTwice(const SegmentCache& cache, std::string_view text, bool at_origin, const Ids& ids) {
+  cache.Insert(text, at_origin, ids);
+  cache.Insert(text, at_origin, ids);
+}
+
 TEST(SegmentCache, KeyIsTheWholeTextAndWhetherItStartsTheInput) {
   SegmentCache cache(SegmentCacheOptions{1 << 20, 4, 64});
   const std::string text = "some text";
   Ids ids = {9};
   EXPECT_FALSE(cache.Lookup(text, false, &ids));
   cache.Insert(text, false, Ids{1, 2, 3});
+  EXPECT_FALSE(cache.Lookup(text, false, &ids));  // seen once: not kept yet
+  cache.Insert(text, false, Ids{1, 2, 3});
   EXPECT_TRUE(cache.Lookup(text, false, &ids));
   EXPECT_EQ(ids, (Ids{9, 1, 2, 3}));  // appended
   EXPECT_FALSE(cache.Lookup(text, true, &ids));
   EXPECT_FALSE(cache.Lookup("some tex", false, &ids));
   EXPECT_FALSE(cache.Lookup("some text ", false, &ids));
-  cache.Insert(text, true, Ids{4});
+  InsertTwice(cache, text, true, Ids{4});
   ids.clear();
   EXPECT_TRUE(cache.Lookup(text, true, &ids));
   EXPECT_EQ(ids, (Ids{4}));
   // Too short or too long: never kept.
-  cache.Insert("abc", false, Ids{1});
-  cache.Insert(std::string(65, 'x'), false, Ids{1});
+  InsertTwice(cache, "abc", false, Ids{1});
+  InsertTwice(cache, std::string(65, 'x'), false, Ids{1});
   EXPECT_FALSE(cache.Lookup("abc", false, &ids));
   EXPECT_FALSE(cache.Lookup(std::string(65, 'x'), false, &ids));
   EXPECT_EQ(cache.Entries(), 2u);
@@ -314,12 +322,13 @@ TEST(SegmentCache, StaysUnderItsByteBound) {
   SegmentCache cache(SegmentCacheOptions{max_bytes, 8, 4096});
   const Ids ids(200, 7);
   for (int i = 0; i < 5000; ++i) {
-    cache.Insert("segment number " + std::to_string(i) + std::string(static_cast<size_t>(i % 300), 'y'), i % 2 == 0, ids);
+    InsertTwice(cache, "segment number " + std::to_string(i) + std::string(static_cast<size_t>(i % 300), 'y'), i % 2 == 0,
+                ids);
     ASSERT_LE(cache.Bytes(), max_bytes);
   }
   EXPECT_GT(cache.Entries(), 10u);
   // An entry larger than a shard's share is not kept.
-  cache.Insert(std::string(4000, 'z'), false, Ids(5000, 1));
+  InsertTwice(cache, std::string(4000, 'z'), false, Ids(5000, 1));
   Ids out;
   EXPECT_FALSE(cache.Lookup(std::string(4000, 'z'), false, &out));
 }
@@ -363,7 +372,7 @@ TEST(SegmentCache, ARunAtTheStartAndAfterAnAddedTokenKeepTheirOwnIds) {
   at_start.insert(at_start.end(), body.begin(), body.end());
   Ids after_token = {20};
   after_token.insert(after_token.end(), body.begin(), body.end());
-  for (int round = 0; round < 2; ++round) {  // the second round hits the cache
+  for (int round = 0; round < 3; ++round) {  // the third round hits the cache
     EXPECT_EQ(Encode(*t, run), at_start);
     EXPECT_EQ(Encode(*t, "<s>" + run), after_token);
   }
