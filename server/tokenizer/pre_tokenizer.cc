@@ -354,6 +354,9 @@ Result<Behavior> ParseBehavior(const json& spec, const std::string& path) {
   return Status::InvalidArgument(path + ".behavior: unsupported split behavior " + *b);
 }
 
+constexpr const char* kWhitespacePattern =
+    R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]+|[^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}\p{White_Space}]+)";
+
 // GPT-2's pre-tokenization regex, ByteLevel's use_regex.
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
@@ -437,6 +440,25 @@ Result<std::unique_ptr<PreTokenizer>> ParseStep(const json& spec, const std::str
     return std::unique_ptr<PreTokenizer>(new CharSplitPre(&IsPunctuation, *behavior));
   }
   if (t == "WhitespaceSplit") return std::unique_ptr<PreTokenizer>(new CharSplitPre(&IsWhitespace, Behavior::kRemoved));
+  if (t == "Whitespace") {
+    // tokenizers' Whitespace: the regex crate's \w+|[^\w\s]+ kept, the rest
+    // removed; in Unicode mode its \w is Alphabetic, M, Nd, Pc and
+    // Join_Control and its \s White_Space, spelled out because PCRE2's \w
+    // and \s mean other sets.
+    auto re = Regex::Compile(kWhitespacePattern);
+    if (!re.ok()) return re.status();
+    Pattern pattern;
+    pattern.regex = std::move(re).value();
+    return std::unique_ptr<PreTokenizer>(new SplitPre(std::move(pattern), Behavior::kRemoved, /*invert=*/true));
+  }
+  if (t == "BertPreTokenizer") {
+    // Whitespace removed, then every punctuation character alone
+    // (tokenizers' bert.rs: char::is_whitespace, then is_bert_punc).
+    std::vector<std::unique_ptr<PreTokenizer>> steps;
+    steps.emplace_back(new CharSplitPre(&IsWhitespace, Behavior::kRemoved));
+    steps.emplace_back(new CharSplitPre(&IsPunctuation, Behavior::kIsolated));
+    return std::unique_ptr<PreTokenizer>(new SequencePre(std::move(steps)));
+  }
   if (t == "Sequence") {
     auto it = spec.find("pretokenizers");
     if (it == spec.end() || !it->is_array()) return Status::InvalidArgument(path + ".pretokenizers: expected an array");

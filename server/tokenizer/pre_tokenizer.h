@@ -5,7 +5,7 @@
 // Isolated, MergedWithPrevious, MergedWithNext, Contiguous, invert),
 // ByteLevel (add_prefix_space, use_regex; only as the last step: it marks
 // the pre-tokens as byte-level for the model), Metaspace, Digits,
-// Punctuation, WhitespaceSplit, Sequence. Anything else fails
+// Punctuation, Whitespace, WhitespaceSplit, BertPreTokenizer, Sequence. Anything else fails
 // ParsePreTokenizer with InvalidArgument naming it.
 //
 // Threading: immutable after parsing; PreTokenize is const and thread-safe.

@@ -162,6 +162,15 @@ TEST(PreTokenizers, MetaspaceDigitsPunctuationWhitespaceByteLevel) {
   EXPECT_EQ(PreTokens({{"type", "Digits"}, {"individual_digits", false}}, "a123b"), (V{"a", "123", "b"}));
   EXPECT_EQ(PreTokens({{"type", "Punctuation"}}, "hi!?"), (V{"hi", "!", "?"}));
   EXPECT_EQ(PreTokens({{"type", "WhitespaceSplit"}}, " a \t b\n"), (V{"a", "b"}));
+  // tokenizers' own examples (whitespace.rs, bert.rs), and Unicode classes.
+  EXPECT_EQ(PreTokens({{"type", "Whitespace"}}, "How are you doing?"), (V{"How", "are", "you", "doing", "?"}));
+  EXPECT_EQ(PreTokens({{"type", "Whitespace"}}, "\n"), (V{}));
+  EXPECT_EQ(PreTokens({{"type", "Whitespace"}}, "na\xC3\xAFve_x1 \xE0\xA4\xA8\xE0\xA4\xBF!?\xC2\xA0;"),
+            (V{"na\xC3\xAFve_x1", "\xE0\xA4\xA8\xE0\xA4\xBF", "!?", ";"}));
+  EXPECT_EQ(PreTokens({{"type", "BertPreTokenizer"}}, "Hey friend!     How are you?!?"),
+            (V{"Hey", "friend", "!", "How", "are", "you", "?", "!", "?"}));
+  EXPECT_TRUE(CutsOnly({{"type", "Whitespace"}}));
+  EXPECT_TRUE(CutsOnly({{"type", "BertPreTokenizer"}}));
   json bl = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}, {"trim_offsets", false}};
   EXPECT_EQ(PreTokens(bl, "Hello world's"), (V{" Hello", " world", "'s"}));
 }

@@ -59,6 +59,25 @@ INSTANTIATE_TEST_SUITE_P(Models, RustReference,
                          ::testing::Values("qwen3", "llama3_1", "deepseek_v3", "gemma3", "gptoss", "llama2"),
                          [](const auto& info) { return info.param; });
 
+// Pre-tokenizers no model package uses (Whitespace, BertPreTokenizer), on
+// Qwen3's tokenizer.json with the pre-tokenizer swapped (gen_reference.js).
+class SyntheticReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SyntheticReference, IdenticalIds) {
+  const std::string name = GetParam();
+  const std::string file = std::string(KVIDX_TOKENIZER_REF_DIR) + "/synthetic/" + name + "/tokenizer.json";
+  auto tok = Tokenizer::FromJson(ReadWholeFile(file), "");
+  ASSERT_TRUE(tok.ok()) << file << ": " << tok.status().ToString();
+  ExpectSame(**tok, ReadReference(name + ".jsonl"), name + " vs tokenizers (Rust)", 20000);
+}
+
+INSTANTIATE_TEST_SUITE_P(PreTokenizers, SyntheticReference, ::testing::Values("qwen3-whitespace", "qwen3-bert"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) c = c == '-' ? '_' : c;
+                           return n;
+                         });
+
 // LoadDir reads tokenizer_config.json too, as vLLM's AutoTokenizer does.
 // transformers.js applies the same classes' rules except one: it does not
 // port LlamaTokenizerFast.update_post_processor, so for DeepSeek-V3
