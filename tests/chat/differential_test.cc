@@ -4,6 +4,8 @@
 // templates of the six model packages. Every rendering must be
 // byte-identical; a request the reference rejects must fail here too, with
 // the same message when the template failed it (raise_exception, undefined).
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -39,9 +41,11 @@ const Json& Reference() {
       stale = stale || fs::last_write_time(out) < fs::last_write_time(t.path());
     }
     if (stale) {
-      std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + KVIDX_NPM_DIR + "' '" + out.string() + ".tmp'";
+      // Test processes run in parallel: each writes its own file, renamed into place.
+      const std::string tmp = out.string() + "." + std::to_string(::getpid()) + ".tmp";
+      std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + KVIDX_NPM_DIR + "' '" + tmp + "'";
       if (std::system(cmd.c_str()) != 0) return Json();
-      fs::rename(out.string() + ".tmp", out);
+      fs::rename(tmp, out);
     }
     return Json::parse(Slurp(out));
   }();
@@ -59,10 +63,10 @@ const Json& JsReference() {
     fs::path out = fs::path(KVIDX_BUILD_DIR) / "chat_reference_js.json";
     if (!fs::exists(out) || fs::last_write_time(out) < fs::last_write_time(script) ||
         fs::last_write_time(out) < fs::last_write_time(in)) {
-      std::string cmd = "node '" + script.string() + "' '" + KVIDX_NPM_DIR + "' '" + in.string() + "' '" +
-                        out.string() + ".tmp'";
+      const std::string tmp = out.string() + "." + std::to_string(::getpid()) + ".tmp";
+      std::string cmd = "node '" + script.string() + "' '" + KVIDX_NPM_DIR + "' '" + in.string() + "' '" + tmp + "'";
       if (std::system(cmd.c_str()) != 0) return Json();
-      fs::rename(out.string() + ".tmp", out);
+      fs::rename(tmp, out);
     }
     return Json::parse(Slurp(out));
   }();
