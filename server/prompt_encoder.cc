@@ -29,22 +29,26 @@ Result<std::unique_ptr<PromptEncoder>> PromptEncoder::Load(const std::string& to
 }
 
 Status PromptEncoder::Encode(PromptKind kind, std::string_view input, std::optional<bool> add_special_tokens,
-                             std::vector<int64_t>* ids, std::string* rendered) const {
+                             std::vector<int64_t>* ids, std::string* rendered, std::string* cache_salt) const {
   thread_local std::vector<uint32_t> scratch;
   thread_local std::string prompt;
   std::string_view text = input;
+  bool request_special = kind == PromptKind::kText;
+  if (cache_salt != nullptr) cache_salt->clear();
   if (kind == PromptKind::kChat) {
     if (chat_ == nullptr) {
       return Status::FailedPrecondition("messages: the model's tokenizer directory has no chat template "
                                         "(set models[].chat_template)");
     }
-    Result<std::string> r = chat_->Render(input);
+    Result<chat::RenderedChat> r = chat_->RenderRequest(input);
     if (!r.ok()) return r.status().WithPrefix("messages: ");
-    prompt = std::move(r.value());
+    prompt = std::move(r.value().prompt);
     text = prompt;
+    request_special = r.value().add_special_tokens;
     if (rendered != nullptr) *rendered = prompt;
+    if (cache_salt != nullptr) *cache_salt = std::move(r.value().cache_salt);
   }
-  const bool special = add_special_tokens.value_or(kind == PromptKind::kText);
+  const bool special = add_special_tokens.value_or(request_special);
   scratch.clear();
   if (Status s = tokenizer_->Encode(text, special, &scratch); !s.ok()) {
     return s.WithPrefix(kind == PromptKind::kText ? "text: " : "messages: ");

@@ -7,7 +7,9 @@
 // renders the chat template and tokenizes the result with
 // add_special_tokens=False (ChatCompletionRequest's default: the template
 // already wrote BOS). Both defaults can be overridden per request, as
-// vLLM's request bodies can (vllm/entrypoints/openai/protocol.py).
+// vLLM's request bodies can (vllm/entrypoints/openai/chat_completion/
+// protocol.py): a chat body's own add_special_tokens is honoured, and its
+// cache_salt is returned for the first block's hash.
 //
 // Ownership and threading: built once per model at Node creation from the
 // model's `tokenizer` directory and optional `chat_template` file; immutable
@@ -48,10 +50,12 @@ class PromptEncoder {
   ~PromptEncoder();
 
   // Replaces *ids with the prompt's token ids. `add_special_tokens` unset =
-  // the endpoint's default (text: true, chat: false). For chat, *rendered
-  // (when not null) receives the rendered template text.
+  // the request's own (text: true; chat: the body's add_special_tokens,
+  // default false). For chat, *rendered (when not null) receives the
+  // rendered template text and *cache_salt (when not null) the body's
+  // cache_salt (empty when it has none).
   Status Encode(PromptKind kind, std::string_view input, std::optional<bool> add_special_tokens,
-                std::vector<int64_t>* ids, std::string* rendered = nullptr) const;
+                std::vector<int64_t>* ids, std::string* rendered = nullptr, std::string* cache_salt = nullptr) const;
 
   bool has_chat_template() const { return chat_ != nullptr; }
 

@@ -21,6 +21,7 @@ struct Scratch {
   std::vector<BlockKey> keys;
   std::vector<BlockDigest> digests;
   std::vector<int64_t> text_tokens;
+  std::string body_cache_salt;  // a chat body's cache_salt
   PrefixMatch match;
   std::vector<std::pair<uint64_t, BlockHasher>> hashers;  // by ModelRuntime::uid
 
@@ -95,7 +96,7 @@ Status QueryEngine::FindPrefix(const PrefixQuery& q, PrefixAnswer* answer) const
 Status QueryEngine::PromptKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const {
   TlsScratch().keys.clear();
   switch (q.form) {
-    case PromptForm::kTokens: return TokenKeys(q, q.token_ids, model, answer);
+    case PromptForm::kTokens: return TokenKeys(q, q.token_ids, q.extras, model, answer);
     case PromptForm::kHashes: return HashKeys(q, model);
     case PromptForm::kText:
     case PromptForm::kChat: return TextKeys(q, model, answer);
@@ -105,7 +106,7 @@ Status QueryEngine::PromptKeys(const PrefixQuery& q, const ModelRuntime& model, 
 }
 
 Status QueryEngine::EncodeText(const PrefixQuery& q, const ModelRuntime& model, std::vector<int64_t>* ids,
-                               std::string* rendered) const {
+                               std::string* rendered, std::string* body_cache_salt) const {
   const bool chat = q.form == PromptForm::kChat;
   const char* field = chat ? "messages" : "text";
   if (model.prompt == nullptr) {
@@ -116,14 +117,20 @@ Status QueryEngine::EncodeText(const PrefixQuery& q, const ModelRuntime& model, 
     return OverLimit(field, q.text.size(), "bytes", limits_.max_query_text_bytes, "grpc.max_query_text_bytes");
   }
   return model.prompt->Encode(chat ? PromptKind::kChat : PromptKind::kText, q.text, q.add_special_tokens, ids,
-                              rendered);
+                              rendered, body_cache_salt);
 }
 
 Status QueryEngine::TextKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const {
   Scratch& sc = TlsScratch();
-  if (Status s = EncodeText(q, model, &sc.text_tokens, nullptr); !s.ok()) return s;
+  if (Status s = EncodeText(q, model, &sc.text_tokens, nullptr, &sc.body_cache_salt); !s.ok()) return s;
   answer->token_ids = sc.text_tokens;
-  return TokenKeys(q, sc.text_tokens, model, answer);
+  // The query's own cache_salt (the gRPC field) wins over the body's.
+  if (!q.extras.cache_salt.empty() || sc.body_cache_salt.empty()) {
+    return TokenKeys(q, sc.text_tokens, q.extras, model, answer);
+  }
+  RequestExtras extras = q.extras;
+  extras.cache_salt = sc.body_cache_salt;
+  return TokenKeys(q, sc.text_tokens, extras, model, answer);
 }
 
 Status QueryEngine::Tokenize(const PrefixQuery& q, std::vector<int64_t>* ids, std::string* rendered) const {
@@ -134,23 +141,23 @@ Status QueryEngine::Tokenize(const PrefixQuery& q, std::vector<int64_t>* ids, st
   if (q.form != PromptForm::kText && q.form != PromptForm::kChat) {
     return Status::InvalidArgument("prompt: set text or chat_request_json");
   }
-  if (Status s = EncodeText(q, **model, ids, rendered); !s.ok()) return s;
+  if (Status s = EncodeText(q, **model, ids, rendered, nullptr); !s.ok()) return s;
   if (ids->size() > limits_.max_query_tokens) {
     return OverLimit("prompt", ids->size(), "tokens", limits_.max_query_tokens, "grpc.max_query_tokens");
   }
   return Status::Ok();
 }
 
-Status QueryEngine::TokenKeys(const PrefixQuery& q, std::span<const int64_t> tokens, const ModelRuntime& model,
-                              PrefixAnswer* answer) const {
+Status QueryEngine::TokenKeys(const PrefixQuery& q, std::span<const int64_t> tokens, const RequestExtras& extras,
+                              const ModelRuntime& model, PrefixAnswer* answer) const {
   if (tokens.size() > limits_.max_query_tokens) {
     return OverLimit(q.form == PromptForm::kTokens ? "tokens.token_ids" : "prompt", tokens.size(), "tokens",
                      limits_.max_query_tokens, "grpc.max_query_tokens");
   }
-  if (Status s = CheckMmItems(q.extras.mm_items, tokens.size()); !s.ok()) return s;
+  if (Status s = CheckMmItems(extras.mm_items, tokens.size()); !s.ok()) return s;
   answer->prompt_tokens = tokens.size();
   Scratch& sc = TlsScratch();
-  if (Status s = sc.HasherFor(model).HashRequest(tokens, q.extras, &sc.digests); !s.ok()) {
+  if (Status s = sc.HasherFor(model).HashRequest(tokens, extras, &sc.digests); !s.ok()) {
     return Status::InvalidArgument("tokens: " + s.message());
   }
   const bool int_keys = model.config.int_block_hashes;

@@ -116,11 +116,11 @@ class QueryEngine {
  private:
   // Fills the thread's key scratch from `q`'s prompt.
   Status PromptKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const;
-  Status TokenKeys(const PrefixQuery& q, std::span<const int64_t> tokens, const ModelRuntime& model,
-                   PrefixAnswer* answer) const;
+  Status TokenKeys(const PrefixQuery& q, std::span<const int64_t> tokens, const RequestExtras& extras,
+                   const ModelRuntime& model, PrefixAnswer* answer) const;
   Status TextKeys(const PrefixQuery& q, const ModelRuntime& model, PrefixAnswer* answer) const;
   Status EncodeText(const PrefixQuery& q, const ModelRuntime& model, std::vector<int64_t>* ids,
-                    std::string* rendered) const;
+                    std::string* rendered, std::string* body_cache_salt) const;
   Status HashKeys(const PrefixQuery& q, const ModelRuntime& model) const;
   uint64_t TierMask(const PrefixQuery& q) const;
   // Orders and decorates the index's match into `answer`.

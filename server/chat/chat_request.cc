@@ -198,6 +198,14 @@ ChatRenderInput Build(const Json& req, ContentFormat format, bool names_develope
     if (!it->is_boolean()) Bad(std::string("'") + key + "' must be a boolean");
     return it->get<bool>();
   };
+  const bool add_special_tokens = flag("add_special_tokens", false);
+  std::string cache_salt;
+  if (auto salt = req.find("cache_salt"); salt != req.end() && !salt->is_null()) {
+    if (!salt->is_string() || salt->get_ref<const std::string&>().empty()) {
+      Bad("Parameter 'cache_salt' must be a non-empty string if provided.");
+    }
+    cache_salt = salt->get<std::string>();
+  }
   bool add_generation_prompt = flag("add_generation_prompt", true);
   bool continue_final = flag("continue_final_message", false);
   // protocol.py check_generation_prompt looks at the fields as sent;
@@ -250,6 +258,8 @@ ChatRenderInput Build(const Json& req, ContentFormat format, bool names_develope
   ctx["documents"] = documents;
   ctx["add_generation_prompt"] = add_generation_prompt;
   in.continue_final_message = continue_final;
+  in.add_special_tokens = add_special_tokens;
+  in.cache_salt = std::move(cache_salt);
   if (continue_final) {
     if (conversation.empty()) Bad("continue_final_message needs a final message");
     in.final_content = conversation.back().value("content", Json());

@@ -21,6 +21,8 @@
 //   add_generation_prompt (default true), continue_final_message (default
 //   false), documents and reasoning_effort (None and "auto" values dropped);
 //   reasoning_effort sets enable_thinking unless given.
+// - protocol.py check_cache_salt_support: cache_salt, when given, is a
+//   non-empty string; add_special_tokens a boolean (default false).
 // - transformers: special tokens of tokenizer_config.json (bos, eos, unk,
 //   sep, pad, cls, mask, additional_special_tokens; a string or an
 //   AddedToken {"content": ...}) under the kwargs; both add_generation_prompt
@@ -44,6 +46,12 @@ struct ChatRenderInput {
   Json context;                   // template variables
   bool continue_final_message = false;
   Json final_content;             // the last message's content (for the cut)
+  // Body fields vLLM applies after rendering (ChatCompletionRequest in
+  // vllm/entrypoints/openai/chat_completion/protocol.py):
+  // add_special_tokens (default false: the template writes BOS) and
+  // cache_salt (a non-empty string when given; empty = none).
+  bool add_special_tokens = false;
+  std::string cache_salt;
 };
 
 // Special tokens of a parsed tokenizer_config.json, as template variables.

@@ -40,7 +40,7 @@ class JinjaChatTemplate final : public ChatTemplate {
   JinjaChatTemplate(ParsedTemplate main, std::optional<ParsedTemplate> tool_use, Json specials, RenderLimits limits)
       : main_(std::move(main)), tool_use_(std::move(tool_use)), specials_(std::move(specials)), limits_(limits) {}
 
-  Result<std::string> Render(std::string_view request_json) const override {
+  Result<RenderedChat> RenderRequest(std::string_view request_json) const override {
     // transformers' get_chat_template: a request with tools uses the
     // "tool_use" template of a named set when there is one.
     const ParsedTemplate& t = (tool_use_ && HasTools(request_json)) ? *tool_use_ : main_;
@@ -64,8 +64,17 @@ class JinjaChatTemplate final : public ChatTemplate {
       // Number conversions of the standard library (std::out_of_range, ...).
       return Status::InvalidArgument(std::string("template error: ") + e.what());
     }
-    if (!input->continue_final_message) return rendered;
-    return CutAfterFinalMessage(std::move(rendered), input->final_content);
+    RenderedChat out;
+    out.add_special_tokens = input->add_special_tokens;
+    out.cache_salt = std::move(input->cache_salt);
+    if (!input->continue_final_message) {
+      out.prompt = std::move(rendered);
+      return out;
+    }
+    Result<std::string> cut = CutAfterFinalMessage(std::move(rendered), input->final_content);
+    if (!cut.ok()) return cut.status();
+    out.prompt = std::move(cut.value());
+    return out;
   }
 
  private:

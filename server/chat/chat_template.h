@@ -32,6 +32,15 @@
 
 namespace kvidx::chat {
 
+// A rendered chat request and the body fields vLLM applies to the prompt
+// after rendering (ChatCompletionRequest in
+// vllm/entrypoints/openai/chat_completion/protocol.py).
+struct RenderedChat {
+  std::string prompt;
+  bool add_special_tokens = false;  // the body's, default false
+  std::string cache_salt;           // the body's; empty = none
+};
+
 struct RenderLimits {
   size_t max_output_bytes = 16u << 20;
   // Template statements and expressions evaluated per Render.
@@ -58,8 +67,17 @@ class ChatTemplate {
   // `request_json`: the chat-completions request body (or any JSON object
   // with its fields): messages (required), tools, documents,
   // add_generation_prompt (default true), continue_final_message (default
-  // false), chat_template_kwargs. Other fields are ignored.
-  virtual Result<std::string> Render(std::string_view request_json) const = 0;
+  // false), chat_template_kwargs, reasoning_effort; add_special_tokens (a
+  // boolean) and cache_salt (a non-empty string) are checked and returned.
+  // Other fields are ignored.
+  virtual Result<RenderedChat> RenderRequest(std::string_view request_json) const = 0;
+
+  // The prompt of RenderRequest alone.
+  Result<std::string> Render(std::string_view request_json) const {
+    Result<RenderedChat> r = RenderRequest(request_json);
+    if (!r.ok()) return r.status();
+    return std::move(r.value().prompt);
+  }
 };
 
 }  // namespace kvidx::chat

@@ -126,27 +126,36 @@ void AddedVocabulary::FindMatches(std::string_view text, const Trie& trie, std::
   if (start_offset != text.size()) out->push_back(Match{-1, start_offset, text.size()});
 }
 
+void AddedVocabulary::SplitRaw(std::string_view text, std::vector<Match>* runs) const {
+  FindMatches(text, raw_, runs);
+}
+
+Status AddedVocabulary::SplitRun(std::string_view run, bool at_origin, std::vector<Segment>* segments) const {
+  std::string piece(run);
+  if (normalizer_ != nullptr) {
+    Status s = normalizer_->Normalize(&piece);
+    if (!s.ok()) return s;
+  }
+  thread_local std::vector<Match> matches;
+  matches.clear();
+  FindMatches(piece, normalized_, &matches);
+  for (const Match& n : matches) {
+    if (n.begin == n.end) continue;
+    segments->push_back(Segment{Piece{piece.substr(n.begin, n.end - n.begin), at_origin && n.begin == 0}, n.id});
+  }
+  return Status::Ok();
+}
+
 Status AddedVocabulary::Extract(std::string_view text, std::vector<Segment>* segments) const {
-  std::vector<Match> first;
-  FindMatches(text, raw_, &first);
-  std::vector<Match> second;
-  for (const Match& m : first) {
+  std::vector<Match> runs;
+  SplitRaw(text, &runs);
+  for (const Match& m : runs) {
     if (m.id >= 0) {
       segments->push_back(Segment{Piece{std::string(text.substr(m.begin, m.end - m.begin)), m.begin == 0}, m.id});
       continue;
     }
-    std::string piece(text.substr(m.begin, m.end - m.begin));
-    if (normalizer_ != nullptr) {
-      Status s = normalizer_->Normalize(&piece);
-      if (!s.ok()) return s;
-    }
-    second.clear();
-    FindMatches(piece, normalized_, &second);
-    for (const Match& n : second) {
-      if (n.begin == n.end) continue;
-      segments->push_back(
-          Segment{Piece{piece.substr(n.begin, n.end - n.begin), m.begin == 0 && n.begin == 0}, n.id});
-    }
+    Status s = SplitRun(text.substr(m.begin, m.end - m.begin), m.begin == 0, segments);
+    if (!s.ok()) return s;
   }
   return Status::Ok();
 }

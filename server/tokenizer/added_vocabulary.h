@@ -42,9 +42,23 @@ class AddedVocabulary {
   // `normalizer` may be null; it must outlive this object.
   static Result<AddedVocabulary> Build(std::vector<AddedToken> tokens, const Normalizer* normalizer);
 
+  // A run of the raw text: an added token (id >= 0) or text (id < 0).
+  struct Match {
+    int64_t id;
+    size_t begin, end;
+  };
+
   // Splits `text` (valid UTF-8) into segments, in order; the text between
   // added tokens is normalized. Empty text segments are dropped.
+  // The same as SplitRaw, then SplitRun on each text run.
   Status Extract(std::string_view text, std::vector<Segment>* segments) const;
+
+  // The runs of `text` between the added tokens matched in raw text
+  // (normalized == false), and those tokens, in order.
+  void SplitRaw(std::string_view text, std::vector<Match>* runs) const;
+  // One text run of SplitRaw (`at_origin`: it starts the text), normalized
+  // and split at the normalized added tokens; appended to *segments.
+  Status SplitRun(std::string_view run, bool at_origin, std::vector<Segment>* segments) const;
 
   const std::vector<AddedToken>& tokens() const { return tokens_; }
 
@@ -60,10 +74,6 @@ class AddedVocabulary {
     void Insert(std::string_view key, int32_t token);
     // The longest token starting at text[at], or -1; *end is its end.
     int32_t LongestAt(std::string_view text, size_t at, size_t* end) const;
-  };
-  struct Match {
-    int64_t id;  // -1: text
-    size_t begin, end;
   };
   void FindMatches(std::string_view text, const Trie& trie, std::vector<Match>* out) const;
 

@@ -124,6 +124,18 @@ Status HfTokenizer::EncodeWord(std::string_view word, std::vector<uint32_t>* ids
 
 Status HfTokenizer::EncodeText(Piece piece, std::vector<uint32_t>* ids) const {
   if (!pre_tokenizer_) return EncodeWord(piece.text, ids);
+  if (pre_tokenizer_->CutsOnly()) {
+    thread_local std::vector<Range> ranges;
+    ranges.assign(1, Range{0, piece.text.size()});
+    Status s = pre_tokenizer_->Cut(piece.text, &ranges);
+    if (!s.ok()) return s;
+    const std::string_view text = piece.text;
+    for (const Range& r : ranges) {
+      s = EncodeWord(text.substr(r.first, r.second - r.first), ids);
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
   std::vector<Piece> pieces;
   pieces.push_back(std::move(piece));
   Status s = pre_tokenizer_->PreTokenize(&pieces);
@@ -135,6 +147,25 @@ Status HfTokenizer::EncodeText(Piece piece, std::vector<uint32_t>* ids) const {
   return Status::Ok();
 }
 
+Status HfTokenizer::EncodeRun(std::string_view run, bool at_origin, std::vector<uint32_t>* ids) const {
+  const bool cacheable = segments_.Admits(run.size());
+  if (cacheable && segments_.Lookup(run, at_origin, ids)) return Status::Ok();
+  const size_t mark = ids->size();
+  std::vector<Segment> segments;
+  Status s = added_->SplitRun(run, at_origin, &segments);
+  if (!s.ok()) return s;
+  for (Segment& seg : segments) {
+    if (seg.id >= 0) {
+      ids->push_back(static_cast<uint32_t>(seg.id));
+      continue;
+    }
+    s = EncodeText(std::move(seg.piece), ids);
+    if (!s.ok()) return s;
+  }
+  if (cacheable) segments_.Insert(run, at_origin, std::span<const uint32_t>(ids->data() + mark, ids->size() - mark));
+  return Status::Ok();
+}
+
 Status HfTokenizer::Encode(std::string_view text, bool add_special_tokens, std::vector<uint32_t>* ids) const {
   if (size_t bad = FirstInvalidUtf8(text); bad != std::string_view::npos) {
     return Status::InvalidArgument("text is not valid UTF-8 at byte offset " + std::to_string(bad));
@@ -142,15 +173,14 @@ Status HfTokenizer::Encode(std::string_view text, bool add_special_tokens, std::
   std::vector<uint32_t> out;
   out.reserve(text.size() / 3 + 8);
   if (add_special_tokens) out.insert(out.end(), frame_.prefix.begin(), frame_.prefix.end());
-  std::vector<Segment> segments;
-  Status s = added_->Extract(text, &segments);
-  if (!s.ok()) return s;
-  for (Segment& seg : segments) {
-    if (seg.id >= 0) {
-      out.push_back(static_cast<uint32_t>(seg.id));
+  std::vector<AddedVocabulary::Match> runs;
+  added_->SplitRaw(text, &runs);
+  for (const AddedVocabulary::Match& m : runs) {
+    if (m.id >= 0) {
+      out.push_back(static_cast<uint32_t>(m.id));
       continue;
     }
-    s = EncodeText(std::move(seg.piece), &out);
+    Status s = EncodeRun(text.substr(m.begin, m.end - m.begin), m.begin == 0, &out);
     if (!s.ok()) return s;
   }
   if (add_special_tokens) out.insert(out.end(), frame_.suffix.begin(), frame_.suffix.end());

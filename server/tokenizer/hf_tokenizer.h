@@ -1,6 +1,9 @@
 // HfTokenizer: the Tokenizer of a tokenizer.json (plus tokenizer_config.json
 // rules): added tokens, normalizer, pre-tokenizer, BPE model and the special
-// tokens of the post-processor, run in tokenizers' order.
+// tokens of the post-processor, run in tokenizers' order. Runs of text
+// between added tokens go through a SegmentCache, their pre-tokens through
+// a PretokenCache; a pre-tokenizer that only cuts is run on ranges of the
+// text (PreTokenizer::Cut), without a copy per pre-token.
 //
 // Threading and errors: as Tokenizer (tokenizer.h).
 #pragma once
@@ -16,6 +19,7 @@
 #include "server/tokenizer/post_processor.h"
 #include "server/tokenizer/pre_tokenizer.h"
 #include "server/tokenizer/pretoken_cache.h"
+#include "server/tokenizer/segment_cache.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace kvidx::tokenizer {
@@ -32,6 +36,8 @@ class HfTokenizer final : public Tokenizer {
 
  private:
   HfTokenizer() = default;
+  // A run of text between added tokens of the raw input (SegmentCache).
+  Status EncodeRun(std::string_view run, bool at_origin, std::vector<uint32_t>* ids) const;
   Status EncodeText(Piece piece, std::vector<uint32_t>* ids) const;
   Status EncodeWord(std::string_view word, std::vector<uint32_t>* ids) const;
 
@@ -43,6 +49,7 @@ class HfTokenizer final : public Tokenizer {
   SpecialTokenFrame frame_;
   size_t vocab_size_ = 0;
   PretokenCache cache_;
+  SegmentCache segments_;
 };
 
 }  // namespace kvidx::tokenizer

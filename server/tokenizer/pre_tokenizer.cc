@@ -2,6 +2,7 @@
 
 #include <unicode/uchar.h>
 
+#include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -14,42 +15,47 @@ namespace kvidx::tokenizer {
 namespace {
 
 using nlohmann::json;
-using Range = std::pair<size_t, size_t>;
 
 enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
+using Cover = std::vector<std::pair<Range, bool>>;
+
 // The (range, is_match) cover of a text from its matches, as the Pattern
 // trait of tokenizers yields it.
-std::vector<std::pair<Range, bool>> Cover(size_t size, const std::vector<Range>& matches) {
-  std::vector<std::pair<Range, bool>> out;
+void BuildCover(size_t size, const std::vector<Range>& matches, Cover* out) {
+  out->clear();
   if (size == 0) {
-    out.push_back({{0, 0}, false});
-    return out;
+    out->push_back({{0, 0}, false});
+    return;
   }
   size_t prev = 0;
   for (const Range& m : matches) {
-    if (prev != m.first) out.push_back({{prev, m.first}, false});
-    out.push_back({m, true});
+    if (prev != m.first) out->push_back({{prev, m.first}, false});
+    out->push_back({m, true});
     prev = m.second;
   }
-  if (prev != size) out.push_back({{prev, size}, false});
-  return out;
+  if (prev != size) out->push_back({{prev, size}, false});
 }
 
-// NormalizedString::split of tokenizers: folds the cover by `behavior`
-// into (range, removed) and emits the kept, non-empty ranges.
-void SplitCover(const Piece& piece, std::vector<std::pair<Range, bool>> cover, Behavior behavior, bool invert,
-                std::vector<Piece>* out) {
+// NormalizedString::split of tokenizers over the piece [base, base + size)
+// of a text: folds the cover of its `matches` (relative to base) by
+// `behavior` into (range, removed) and appends the kept, non-empty ranges
+// (absolute) to *out.
+void SplitRanges(size_t base, size_t size, const std::vector<Range>& matches, Behavior behavior, bool invert,
+                 std::vector<Range>* out) {
+  thread_local Cover cover;
+  thread_local Cover splits;  // (range, remove)
+  BuildCover(size, matches, &cover);
   if (invert) {
     for (auto& c : cover) c.second = !c.second;
   }
-  std::vector<std::pair<Range, bool>> splits;  // (range, remove)
+  splits.clear();
   switch (behavior) {
     case Behavior::kIsolated:
       for (auto& c : cover) splits.push_back({c.first, false});
       break;
     case Behavior::kRemoved:
-      splits = std::move(cover);
+      splits.swap(cover);
       break;
     case Behavior::kContiguous: {
       bool previous = false;
@@ -91,20 +97,38 @@ void SplitCover(const Piece& piece, std::vector<std::pair<Range, bool>> cover, B
   }
   for (const auto& [r, remove] : splits) {
     if (remove || r.first == r.second) continue;
+    out->emplace_back(base + r.first, base + r.second);
+  }
+}
+
+// SplitRanges over a whole piece, as pieces.
+void SplitCover(const Piece& piece, const std::vector<Range>& matches, Behavior behavior, bool invert,
+                std::vector<Piece>* out) {
+  thread_local std::vector<Range> kept;
+  kept.clear();
+  SplitRanges(0, piece.text.size(), matches, behavior, invert, &kept);
+  for (const Range& r : kept) {
     out->push_back(Piece{piece.text.substr(r.first, r.second - r.first), piece.at_origin && r.first == 0});
   }
 }
 
 // Matches of a predicate on code points: each matching character alone.
-std::vector<Range> CharMatches(const std::string& text, bool (*pred)(char32_t)) {
-  std::vector<Range> out;
+void CharMatches(std::string_view text, bool (*pred)(char32_t), std::vector<Range>* out) {
+  out->clear();
   size_t pos = 0;
   while (pos < text.size()) {
     size_t start = pos;
     char32_t c = NextCodePoint(text, &pos);
-    if (pred(c)) out.emplace_back(start, pos);
+    if (pred(c)) out->emplace_back(start, pos);
   }
-  return out;
+}
+
+// The successive non-overlapping occurrences of a non-empty literal.
+void LiteralMatches(std::string_view text, std::string_view lit, std::vector<Range>* out) {
+  out->clear();
+  for (size_t at = text.find(lit); at != std::string_view::npos; at = text.find(lit, at + lit.size())) {
+    out->emplace_back(at, at + lit.size());
+  }
 }
 
 // Splits every piece by a per-piece function.
@@ -120,6 +144,19 @@ Status ForEachPiece(std::vector<Piece>* pieces, Fn&& fn) {
   return Status::Ok();
 }
 
+// Cuts every range of `text` by a per-range function (text, base, out).
+template <typename Fn>
+Status ForEachRange(std::string_view text, std::vector<Range>* ranges, Fn&& fn) {
+  thread_local std::vector<Range> out;
+  out.clear();
+  for (const Range& r : *ranges) {
+    Status s = fn(text.substr(r.first, r.second - r.first), r.first, &out);
+    if (!s.ok()) return s;
+  }
+  ranges->swap(out);
+  return Status::Ok();
+}
+
 class SplitPre final : public PreTokenizer {
  public:
   SplitPre(Pattern pattern, Behavior behavior, bool invert)
@@ -127,21 +164,31 @@ class SplitPre final : public PreTokenizer {
   Status PreTokenize(std::vector<Piece>* pieces) const override {
     return ForEachPiece(pieces, [this](const Piece& p, std::vector<Piece>* out) {
       std::vector<Range> matches;
-      if (pattern_.regex) {
-        Status s = pattern_.regex->FindAll(p.text, &matches);
-        if (!s.ok()) return s;
-      } else if (!pattern_.literal.empty()) {
-        const std::string& lit = pattern_.literal;
-        for (size_t at = p.text.find(lit); at != std::string::npos; at = p.text.find(lit, at + lit.size())) {
-          matches.emplace_back(at, at + lit.size());
-        }
-      }
-      SplitCover(p, Cover(p.text.size(), matches), behavior_, invert_, out);
+      Status s = Matches(p.text, &matches);
+      if (!s.ok()) return s;
+      SplitCover(p, matches, behavior_, invert_, out);
+      return Status::Ok();
+    });
+  }
+  bool CutsOnly() const override { return true; }
+  Status Cut(std::string_view text, std::vector<Range>* ranges) const override {
+    return ForEachRange(text, ranges, [this](std::string_view piece, size_t base, std::vector<Range>* out) {
+      thread_local std::vector<Range> matches;
+      Status s = Matches(piece, &matches);
+      if (!s.ok()) return s;
+      SplitRanges(base, piece.size(), matches, behavior_, invert_, out);
       return Status::Ok();
     });
   }
 
  private:
+  Status Matches(std::string_view text, std::vector<Range>* matches) const {
+    matches->clear();
+    if (pattern_.regex) return pattern_.regex->FindAll(text, matches);
+    if (!pattern_.literal.empty()) LiteralMatches(text, pattern_.literal, matches);
+    return Status::Ok();
+  }
+
   Pattern pattern_;
   Behavior behavior_;
   bool invert_;
@@ -152,7 +199,18 @@ class CharSplitPre final : public PreTokenizer {
   CharSplitPre(bool (*pred)(char32_t), Behavior behavior) : pred_(pred), behavior_(behavior) {}
   Status PreTokenize(std::vector<Piece>* pieces) const override {
     return ForEachPiece(pieces, [this](const Piece& p, std::vector<Piece>* out) {
-      SplitCover(p, Cover(p.text.size(), CharMatches(p.text, pred_)), behavior_, false, out);
+      std::vector<Range> matches;
+      CharMatches(p.text, pred_, &matches);
+      SplitCover(p, matches, behavior_, false, out);
+      return Status::Ok();
+    });
+  }
+  bool CutsOnly() const override { return true; }
+  Status Cut(std::string_view text, std::vector<Range>* ranges) const override {
+    return ForEachRange(text, ranges, [this](std::string_view piece, size_t base, std::vector<Range>* out) {
+      thread_local std::vector<Range> matches;
+      CharMatches(piece, pred_, &matches);
+      SplitRanges(base, piece.size(), matches, behavior_, false, out);
       return Status::Ok();
     });
   }
@@ -194,7 +252,21 @@ class ByteLevelPre final : public PreTokenizer {
       std::vector<Range> matches;
       Status s = regex_->FindAll(p.text, &matches);
       if (!s.ok()) return s;
-      SplitCover(p, Cover(p.text.size(), matches), Behavior::kIsolated, false, out);
+      SplitCover(p, matches, Behavior::kIsolated, false, out);
+      return Status::Ok();
+    });
+  }
+  // The prefix space rewrites the text.
+  bool CutsOnly() const override { return !add_prefix_space_; }
+  Status Cut(std::string_view text, std::vector<Range>* ranges) const override {
+    if (add_prefix_space_) return PreTokenizer::Cut(text, ranges);
+    if (!regex_) return Status::Ok();
+    return ForEachRange(text, ranges, [this](std::string_view piece, size_t base, std::vector<Range>* out) {
+      thread_local std::vector<Range> matches;
+      matches.clear();
+      Status s = regex_->FindAll(piece, &matches);
+      if (!s.ok()) return s;
+      SplitRanges(base, piece.size(), matches, Behavior::kIsolated, false, out);
       return Status::Ok();
     });
   }
@@ -231,11 +303,8 @@ class MetaspacePre final : public PreTokenizer {
         return Status::Ok();
       }
       std::vector<Range> matches;
-      const std::string& r = replacement_;
-      for (size_t at = replaced.text.find(r); at != std::string::npos; at = replaced.text.find(r, at + r.size())) {
-        matches.emplace_back(at, at + r.size());
-      }
-      SplitCover(replaced, Cover(replaced.text.size(), matches), Behavior::kMergedWithNext, false, out);
+      LiteralMatches(replaced.text, replacement_, &matches);
+      SplitCover(replaced, matches, Behavior::kMergedWithNext, false, out);
       return Status::Ok();
     });
   }
@@ -248,7 +317,10 @@ class MetaspacePre final : public PreTokenizer {
 
 class SequencePre final : public PreTokenizer {
  public:
-  explicit SequencePre(std::vector<std::unique_ptr<PreTokenizer>> steps) : steps_(std::move(steps)) {}
+  explicit SequencePre(std::vector<std::unique_ptr<PreTokenizer>> steps) : steps_(std::move(steps)) {
+    cuts_only_ = true;
+    for (const auto& step : steps_) cuts_only_ = cuts_only_ && step->CutsOnly();
+  }
   Status PreTokenize(std::vector<Piece>* pieces) const override {
     for (const auto& step : steps_) {
       Status s = step->PreTokenize(pieces);
@@ -256,9 +328,19 @@ class SequencePre final : public PreTokenizer {
     }
     return Status::Ok();
   }
+  bool CutsOnly() const override { return cuts_only_; }
+  Status Cut(std::string_view text, std::vector<Range>* ranges) const override {
+    if (!cuts_only_) return PreTokenizer::Cut(text, ranges);
+    for (const auto& step : steps_) {
+      Status s = step->Cut(text, ranges);
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> steps_;
+  bool cuts_only_ = false;
 };
 
 Result<Behavior> ParseBehavior(const json& spec, const std::string& path) {
@@ -271,6 +353,9 @@ Result<Behavior> ParseBehavior(const json& spec, const std::string& path) {
   if (*b == "Contiguous") return Behavior::kContiguous;
   return Status::InvalidArgument(path + ".behavior: unsupported split behavior " + *b);
 }
+
+constexpr const char* kWhitespacePattern =
+    R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]+|[^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}\p{White_Space}]+)";
 
 // GPT-2's pre-tokenization regex, ByteLevel's use_regex.
 constexpr const char* kGpt2Pattern =
@@ -355,6 +440,25 @@ Result<std::unique_ptr<PreTokenizer>> ParseStep(const json& spec, const std::str
     return std::unique_ptr<PreTokenizer>(new CharSplitPre(&IsPunctuation, *behavior));
   }
   if (t == "WhitespaceSplit") return std::unique_ptr<PreTokenizer>(new CharSplitPre(&IsWhitespace, Behavior::kRemoved));
+  if (t == "Whitespace") {
+    // tokenizers' Whitespace: the regex crate's \w+|[^\w\s]+ kept, the rest
+    // removed; in Unicode mode its \w is Alphabetic, M, Nd, Pc and
+    // Join_Control and its \s White_Space, spelled out because PCRE2's \w
+    // and \s mean other sets.
+    auto re = Regex::Compile(kWhitespacePattern);
+    if (!re.ok()) return re.status();
+    Pattern pattern;
+    pattern.regex = std::move(re).value();
+    return std::unique_ptr<PreTokenizer>(new SplitPre(std::move(pattern), Behavior::kRemoved, /*invert=*/true));
+  }
+  if (t == "BertPreTokenizer") {
+    // Whitespace removed, then every punctuation character alone
+    // (tokenizers' bert.rs: char::is_whitespace, then is_bert_punc).
+    std::vector<std::unique_ptr<PreTokenizer>> steps;
+    steps.emplace_back(new CharSplitPre(&IsWhitespace, Behavior::kRemoved));
+    steps.emplace_back(new CharSplitPre(&IsPunctuation, Behavior::kIsolated));
+    return std::unique_ptr<PreTokenizer>(new SequencePre(std::move(steps)));
+  }
   if (t == "Sequence") {
     auto it = spec.find("pretokenizers");
     if (it == spec.end() || !it->is_array()) return Status::InvalidArgument(path + ".pretokenizers: expected an array");
@@ -371,6 +475,10 @@ Result<std::unique_ptr<PreTokenizer>> ParseStep(const json& spec, const std::str
 }
 
 }  // namespace
+
+Status PreTokenizer::Cut(std::string_view, std::vector<Range>*) const {
+  return Status::Internal("pre-tokenizer: Cut on a pre-tokenizer that rewrites text");
+}
 
 Result<ParsedPreTokenizer> ParsePreTokenizer(const json& spec, const std::string& path) {
   ParsedPreTokenizer parsed;

@@ -9,8 +9,10 @@
 // not implement fails Load with that feature's name; it never approximates.
 //
 // Ownership and threading: a loaded Tokenizer is immutable; Encode is const
-// and safe to call from any number of threads at once. Any cache it keeps
-// (pre-token -> ids) is internally synchronized and cannot change a result.
+// and safe to call from any number of threads at once. The caches it keeps
+// (pre-token -> ids: at most 131,072 pre-tokens of up to 128 bytes; run of
+// text between added tokens -> ids: at most 32 MiB) are internally
+// synchronized and cannot change a result.
 //
 // Errors: Load returns InvalidArgument (a malformed or unsupported file, with
 // the JSON path and the feature's name) or NotFound (a missing file). Encode

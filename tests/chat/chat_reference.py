@@ -15,7 +15,10 @@ transformers does.
 Usage: chat_reference.py NPM_DIR OUT_JSON [CASES_PER_TEMPLATE]
 Writes {model: {"has_template": bool, "cases": [{"request", "ok", "text" |
 "error", "raised" (by raise_exception), "template_error" (jinja2's
-TemplateError or a subclass such as UndefinedError)}]}} and "features": the language-feature snippets.
+TemplateError or a subclass such as UndefinedError), "context" (the
+template's variables) and "uncut_text" (before the continue_final_message
+cut) when rendered}], "source": the template} and "features": the
+language-feature snippets.
 """
 import json
 import random
@@ -225,7 +228,7 @@ def developer_to_system(conversation):
     return [{"role": "system", "content": "\n\n".join(system_contents)}, *non_system]
 
 
-def render(template, fmt, specials, request, developer_named=False):
+def render(template, fmt, specials, request, developer_named=False, record=None):
     conversation = [parse_message(m, fmt) for m in request["messages"]]
     postprocess(conversation)
     if any(m["role"] == "developer" for m in conversation) and not developer_named:
@@ -244,8 +247,15 @@ def render(template, fmt, specials, request, developer_named=False):
         kwargs["reasoning_effort"] = effort
     tools = [dump_tool(t) for t in request["tools"]] if request.get("tools") is not None else None
     ctx = {**specials, **kwargs}
-    text = template.render(messages=conversation, tools=tools, documents=request.get("documents"),
-                           add_generation_prompt=agp, **ctx)
+    variables = dict(messages=conversation, tools=tools, documents=request.get("documents"),
+                     add_generation_prompt=agp, **ctx)
+    if record is not None:
+        # For the second reference (@huggingface/jinja): the same variables,
+        # deep-copied before the template can touch them.
+        record["context"] = json.loads(json.dumps(variables))
+    text = template.render(**variables)
+    if record is not None:
+        record["uncut_text"] = text
     if cfm:
         final = conversation[-1]["content"]
         if isinstance(final, list):
@@ -473,6 +483,7 @@ def main():
             with open(f"{TEMPLATE_DIR}/{override}", encoding="utf-8") as f:
                 source = f.read()
             entry["override"] = override
+        entry["source"] = source
         env, template = compile_template(source)
         fmt = detect_content_format(env, source)
         entry["content_format"] = fmt
@@ -483,7 +494,7 @@ def main():
             case = {"request": req}
             try:
                 case["text"] = render(template, fmt, specials, req,
-                                      '"developer"' in source or "'developer'" in source)
+                                      '"developer"' in source or "'developer'" in source, record=case)
                 case["ok"] = True
             except jinja2.exceptions.TemplateError as e:
                 case.update(ok=False, error=str(e), raised=type(e) is jinja2.exceptions.TemplateError,

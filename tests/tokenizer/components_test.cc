@@ -3,12 +3,14 @@
 // token flags, post-processors, tokenizer_config rules and the cache.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "server/tokenizer/normalizer.h"
 #include "server/tokenizer/post_processor.h"
 #include "server/tokenizer/pre_tokenizer.h"
+#include "server/tokenizer/segment_cache.h"
 #include "server/tokenizer/tokenizer.h"
 #include "tokenizer/reference_data.h"
 #include "tokenizer/tiny_tokenizer.h"
@@ -45,11 +47,26 @@ std::vector<std::string> PreTokens(const json& spec, std::string text) {
   auto p = ParsePreTokenizer(spec, "pre_tokenizer");
   EXPECT_TRUE(p.ok()) << p.status().ToString();
   if (!p.ok()) return {};
-  std::vector<Piece> pieces{Piece{std::move(text), true}};
+  std::vector<Piece> pieces{Piece{text, true}};
   EXPECT_TRUE(p->pre_tokenizer->PreTokenize(&pieces).ok());
   std::vector<std::string> out;
   for (const Piece& piece : pieces) out.push_back(piece.text);
+  // A pre-tokenizer that only cuts must cut the same pre-tokens as ranges.
+  if (p->pre_tokenizer->CutsOnly()) {
+    std::vector<Range> ranges;
+    if (!text.empty()) ranges.emplace_back(0, text.size());
+    EXPECT_TRUE(p->pre_tokenizer->Cut(text, &ranges).ok());
+    std::vector<std::string> cut;
+    for (const Range& r : ranges) cut.push_back(text.substr(r.first, r.second - r.first));
+    EXPECT_EQ(cut, out) << spec.dump();
+  }
   return out;
+}
+
+bool CutsOnly(const json& spec) {
+  auto p = ParsePreTokenizer(spec, "pre_tokenizer");
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return p.ok() && p->pre_tokenizer->CutsOnly();
 }
 
 TEST(BpeModel, MergesByRankLeftmostFirst) {
@@ -145,8 +162,38 @@ TEST(PreTokenizers, MetaspaceDigitsPunctuationWhitespaceByteLevel) {
   EXPECT_EQ(PreTokens({{"type", "Digits"}, {"individual_digits", false}}, "a123b"), (V{"a", "123", "b"}));
   EXPECT_EQ(PreTokens({{"type", "Punctuation"}}, "hi!?"), (V{"hi", "!", "?"}));
   EXPECT_EQ(PreTokens({{"type", "WhitespaceSplit"}}, " a \t b\n"), (V{"a", "b"}));
+  // tokenizers' own examples (whitespace.rs, bert.rs), and Unicode classes.
+  EXPECT_EQ(PreTokens({{"type", "Whitespace"}}, "How are you doing?"), (V{"How", "are", "you", "doing", "?"}));
+  EXPECT_EQ(PreTokens({{"type", "Whitespace"}}, "\n"), (V{}));
+  EXPECT_EQ(PreTokens({{"type", "Whitespace"}}, "na\xC3\xAFve_x1 \xE0\xA4\xA8\xE0\xA4\xBF!?\xC2\xA0;"),
+            (V{"na\xC3\xAFve_x1", "\xE0\xA4\xA8\xE0\xA4\xBF", "!?", ";"}));
+  EXPECT_EQ(PreTokens({{"type", "BertPreTokenizer"}}, "Hey friend!     How are you?!?"),
+            (V{"Hey", "friend", "!", "How", "are", "you", "?", "!", "?"}));
+  EXPECT_TRUE(CutsOnly({{"type", "Whitespace"}}));
+  EXPECT_TRUE(CutsOnly({{"type", "BertPreTokenizer"}}));
   json bl = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}, {"trim_offsets", false}};
   EXPECT_EQ(PreTokens(bl, "Hello world's"), (V{" Hello", " world", "'s"}));
+}
+
+TEST(PreTokenizers, OnlyTheRewritingOnesDoNotCut) {
+  const json split = {{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Isolated"}, {"invert", false}};
+  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  EXPECT_TRUE(CutsOnly(split));
+  EXPECT_TRUE(CutsOnly(byte_level));
+  EXPECT_TRUE(CutsOnly({{"type", "Sequence"}, {"pretokenizers", {split, {{"type", "Digits"}}, byte_level}}}));
+  EXPECT_FALSE(CutsOnly({{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}}));
+  EXPECT_FALSE(CutsOnly({{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}}));
+  EXPECT_FALSE(CutsOnly({{"type", "Sequence"}, {"pretokenizers", {split, {{"type", "Metaspace"}}}}}));
+  // Qwen-style: a GPT-4 regex, then ByteLevel without its own regex.
+  using V = std::vector<std::string>;
+  const json qwen = {{"type", "Sequence"},
+                     {"pretokenizers",
+                      {{{"type", "Split"},
+                        {"pattern", {{"Regex", "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
+                        {"behavior", "Isolated"},
+                        {"invert", false}},
+                       {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  EXPECT_EQ(PreTokens(qwen, "Hi  there, 42!\n\n"), (V{"Hi", " ", " there", ",", " ", "4", "2", "!\n\n"}));
 }
 
 TEST(AddedTokens, LstripRstripSingleWordAndLongestMatch) {
@@ -246,6 +293,98 @@ TEST(Cache, RepeatedAndConcurrentEncodesGiveTheSameIds) {
   }
   for (auto& th : threads) th.join();
   for (const Ids& r : results) EXPECT_EQ(r, Encode(**t, text + "3"));
+}
+
+// Runs are kept the second time they are inserted.
+void InsertTwice(const SegmentCache& cache, std::string_view text, bool at_origin, const Ids& ids) {
+  cache.Insert(text, at_origin, ids);
+  cache.Insert(text, at_origin, ids);
+}
+
+TEST(SegmentCache, KeyIsTheWholeTextAndWhetherItStartsTheInput) {
+  SegmentCache cache(SegmentCacheOptions{1 << 20, 4, 64});
+  const std::string text = "some text";
+  Ids ids = {9};
+  EXPECT_FALSE(cache.Lookup(text, false, &ids));
+  cache.Insert(text, false, Ids{1, 2, 3});
+  EXPECT_FALSE(cache.Lookup(text, false, &ids));  // seen once: not kept yet
+  cache.Insert(text, false, Ids{1, 2, 3});
+  EXPECT_TRUE(cache.Lookup(text, false, &ids));
+  EXPECT_EQ(ids, (Ids{9, 1, 2, 3}));  // appended
+  EXPECT_FALSE(cache.Lookup(text, true, &ids));
+  EXPECT_FALSE(cache.Lookup("some tex", false, &ids));
+  EXPECT_FALSE(cache.Lookup("some text ", false, &ids));
+  InsertTwice(cache, text, true, Ids{4});
+  ids.clear();
+  EXPECT_TRUE(cache.Lookup(text, true, &ids));
+  EXPECT_EQ(ids, (Ids{4}));
+  // Too short or too long: never kept.
+  InsertTwice(cache, "abc", false, Ids{1});
+  InsertTwice(cache, std::string(65, 'x'), false, Ids{1});
+  EXPECT_FALSE(cache.Lookup("abc", false, &ids));
+  EXPECT_FALSE(cache.Lookup(std::string(65, 'x'), false, &ids));
+  EXPECT_EQ(cache.Entries(), 2u);
+}
+
+TEST(SegmentCache, StaysUnderItsByteBound) {
+  const size_t max_bytes = 64 << 10;
+  SegmentCache cache(SegmentCacheOptions{max_bytes, 8, 4096});
+  const Ids ids(200, 7);
+  for (int i = 0; i < 5000; ++i) {
+    InsertTwice(cache, "segment number " + std::to_string(i) + std::string(static_cast<size_t>(i % 300), 'y'), i % 2 == 0,
+                ids);
+    ASSERT_LE(cache.Bytes(), max_bytes);
+  }
+  EXPECT_GT(cache.Entries(), 10u);
+  // An entry larger than a shard's share is not kept.
+  InsertTwice(cache, std::string(4000, 'z'), false, Ids(5000, 1));
+  Ids out;
+  EXPECT_FALSE(cache.Lookup(std::string(4000, 'z'), false, &out));
+}
+
+TEST(SegmentCache, ConcurrentInsertsAndLookupsAgree) {
+  SegmentCache cache(SegmentCacheOptions{256 << 10, 8, 4096});
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        const int k = (i * 7 + t) % 300;
+        const std::string key = "key " + std::to_string(k) + " padding";
+        Ids got;
+        if (cache.Lookup(key, false, &got)) {
+          if (got != Ids{static_cast<uint32_t>(k), 1, 2}) ++wrong;
+        } else {
+          cache.Insert(key, false, Ids{static_cast<uint32_t>(k), 1, 2});
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// Metaspace's "first" scheme prepends only at the start of the input: the
+// same run of text has other ids after an added token, and the cache keeps
+// the two apart.
+TEST(SegmentCache, ARunAtTheStartAndAfterAnAddedTokenKeepTheirOwnIds) {
+  json doc = TinyTokenizerJson();
+  doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "first"},
+                          {"split", false}};
+  auto t = Load(doc);
+  ASSERT_NE(t, nullptr);
+  std::string run;
+  while (run.size() < 120) run += "abcde";
+  Ids body;
+  for (size_t i = 0; i < run.size() / 5; ++i) body.insert(body.end(), {7, 8});
+  Ids at_start = {0};  // the unknown U+2581
+  at_start.insert(at_start.end(), body.begin(), body.end());
+  Ids after_token = {20};
+  after_token.insert(after_token.end(), body.begin(), body.end());
+  for (int round = 0; round < 3; ++round) {  // the third round hits the cache
+    EXPECT_EQ(Encode(*t, run), at_start);
+    EXPECT_EQ(Encode(*t, "<s>" + run), after_token);
+  }
 }
 
 TEST(Vocabulary, TokenToIdAndVocabSize) {

@@ -7,6 +7,8 @@ set -euo pipefail
 NPM_DIR=$1 OUT_DIR=$2 COUNT=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
 NAMES=(qwen3 llama3_1 deepseek_v3 gemma3 gptoss llama2)
+# Built by gen_reference.js from a package's tokenizer.json (no tokenizer_config.json).
+SYNTHETIC=(qwen3-whitespace qwen3-bert)
 if [ ! -d "$NPM_DIR/node_modules/tokenizers" ]; then
   echo "gen_reference: $NPM_DIR/node_modules/tokenizers is missing; run scripts/setup-npm-references.sh" >&2
   exit 1
@@ -23,6 +25,6 @@ if [ -f "$OUT_DIR/stamp" ] && [ "$(cat "$OUT_DIR/stamp")" = "$key" ]; then
 fi
 rm -f "$OUT_DIR/stamp"
 mkdir -p "$OUT_DIR"
-node "$HERE/gen_reference.js" "$NPM_DIR" "$OUT_DIR" "$COUNT" "${NAMES[@]}"
+node "$HERE/gen_reference.js" "$NPM_DIR" "$OUT_DIR" "$COUNT" "${NAMES[@]}" "${SYNTHETIC[@]}"
 (cd "$NPM_DIR" && node "$HERE/gen_transformers_js.mjs" "$NPM_DIR" "$OUT_DIR" "${NAMES[@]}")
 echo "$key" > "$OUT_DIR/stamp"

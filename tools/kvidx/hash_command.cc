@@ -157,9 +157,11 @@ int RunHash(int argc, char** argv, const FlagValues& leading) {
 
   std::vector<int64_t> tokens;
   std::string text;
+  std::string body_salt;  // a chat body's cache_salt; --salt wins
   if (text_forms > 0) {
     std::string rendered;
-    if (Status s = EncodeLocally(*tokenizer, chat_template.value_or(""), text_prompt, &tokens, &rendered);
+    if (Status s =
+            EncodeLocally(*tokenizer, chat_template.value_or(""), text_prompt, &tokens, &rendered, &body_salt);
         !s.ok()) {
       std::fprintf(stderr, "kvidx hash: %s\n", s.ToString().c_str());
       return kExitError;
@@ -185,7 +187,11 @@ int RunHash(int argc, char** argv, const FlagValues& leading) {
 
   RequestExtras extras;
   if (lora) extras.lora_name = *lora;
-  if (salt) extras.cache_salt = *salt;
+  if (salt) {
+    extras.cache_salt = *salt;
+  } else if (!body_salt.empty()) {
+    extras.cache_salt = body_salt;
+  }
   std::vector<BlockDigest> blocks;
   if (Status s = hasher->HashRequest(tokens, extras, &blocks); !s.ok()) {
     std::fprintf(stderr, "kvidx hash: %s\n", s.ToString().c_str());
