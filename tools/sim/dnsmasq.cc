@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "base/spawn.h"
 
 namespace kvidx::sim {
 
@@ -113,30 +112,9 @@ Status Dnsmasq::Start(const std::string& records, int ttl_seconds) {
 
 Status Dnsmasq::Spawn() {
   const std::vector<std::string> argv = {kDnsmasqPath, "--keep-in-foreground", "--conf-file=" + (dir_ / "conf").string()};
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const std::string out = (dir_ / "out").string(), err = (dir_ / "err").string();
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  for (int s : {SIGHUP, SIGINT, SIGTERM, SIGPIPE}) sigaddset(&defaults, s);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return Status::Unavailable(std::string("posix_spawn dnsmasq: ") + std::strerror(rc));
-  pid_ = pid;
+  Result<pid_t> pid = SpawnProcess(argv, (dir_ / "out").string(), (dir_ / "err").string());
+  if (!pid.ok()) return pid.status();
+  pid_ = *pid;
   return Status::Ok();
 }
 
