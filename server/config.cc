@@ -571,7 +571,7 @@ Status ConfigParser::ReadRoutePolicy(const Value& v, RoutePolicy* p) {
       {"kv_pressure_max_factor", Real(1, 100, &p->kv_pressure_max_factor)},
       {"warmup_seconds", Real(0, 86400, &p->warmup_seconds)},
       {"warmup_credit", Real(0, 0.99, &p->warmup_credit)},
-      {"mean_prompt_tokens", Real(1, 1e7, &p->mean_prompt_tokens)},
+      {"mean_prompt_tokens", Real(0, 1e7, &p->mean_prompt_tokens)},
   });
 }
 

@@ -21,7 +21,21 @@ void RouteEngine::SetPolicies(const std::unordered_map<std::string, RoutePolicy>
 RoutePolicy RouteEngine::PolicyFor(const ModelRuntime& model) const {
   std::lock_guard<std::mutex> lock(policy_mu_);
   auto it = policies_.find(model.config.name);
-  return it != policies_.end() ? it->second : model.config.route;
+  RoutePolicy p = it != policies_.end() ? it->second : model.config.route;
+  if (p.mean_prompt_tokens <= 0) {
+    auto mean = uncached_mean_.find(model.id);
+    p.mean_prompt_tokens = mean != uncached_mean_.end() ? mean->second : kDefaultQueuedPromptTokens;
+  }
+  return p;
+}
+
+void RouteEngine::LearnUncachedTokens(ModelId model, double uncached_tokens) {
+  // Weight 1/64: the mean follows a change of workload within a few hundred
+  // requests and one huge prompt moves it little.
+  constexpr double kWeight = 1.0 / 64;
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  auto [it, first] = uncached_mean_.try_emplace(model, uncached_tokens);
+  if (!first) it->second += kWeight * (uncached_tokens - it->second);
 }
 
 Status RouteEngine::CheckQuery(const RouteQuery& q) const {
@@ -70,6 +84,7 @@ Status RouteEngine::Route(const RouteQuery& q, RouteAnswer* answer, Clock::time_
   answer->route_id = tracker_.Add(w.source, keys, known + w.signals.predicted_blocks,
                                   static_cast<uint64_t>(std::llround(w.score.uncached_tokens)), now,
                                   static_cast<uint64_t>(std::llround(w.score.cached_tokens)));
+  LearnUncachedTokens(model.id, w.score.uncached_tokens);
   answer->reason = choice.reason;
   decisions_[static_cast<size_t>(choice.reason)].fetch_add(1, std::memory_order_relaxed);
   answer->block_size = found.block_size;

@@ -121,12 +121,17 @@ class RouteEngine {
                       Clock::time_point now);
   double AgeSeconds(const RouteCandidate& c, Clock::time_point now);
 
+  // The model's policy, with a learned mean_prompt_tokens filled in.
   RoutePolicy PolicyFor(const ModelRuntime& model) const;
+  void LearnUncachedTokens(ModelId model, double uncached_tokens);
 
   const QueryEngine* queries_;
   RouteTracker tracker_;
   mutable std::mutex policy_mu_;
   std::unordered_map<std::string, RoutePolicy> policies_;  // reloaded ones, by model name
+  // Per model, the exponential mean of the uncached tokens of the requests
+  // routed: a scraped waiting request's prefill, as far as kvidx can tell.
+  std::unordered_map<ModelId, double> uncached_mean_;
 
   // When each source was first seen, with its engine-restart count and
   // incarnation then: a restart or a re-addition (an empty cache) makes it

@@ -13,7 +13,7 @@
 //                  recomputed), minus blocks predicted to be there (a sibling
 //                  routed there moments ago is computing them now);
 //   queued         prefill tokens ahead of it: the rank's waiting requests
-//                  (scraped) times the mean prompt, or kvidx's own count of
+//                  (scraped) times the mean uncached prompt, or kvidx's own count of
 //                  in-flight uncached tokens when the scrape is stale; less
 //                  the predicted blocks this request follows (their compute
 //                  is queued already and would be repeated elsewhere);
@@ -37,6 +37,8 @@
 
 namespace kvidx::server {
 
+inline constexpr double kDefaultQueuedPromptTokens = 2048;
+
 struct RoutePolicy {
   // Credit per lower-tier block relative to a GPU block (0..1).
   double cpu_credit = 0.75;
@@ -51,8 +53,10 @@ struct RoutePolicy {
   // A rank younger than this gets its cost cut by up to warmup_credit.
   double warmup_seconds = 60;
   double warmup_credit = 0.5;
-  // Mean prompt length assumed for a scraped waiting request.
-  double mean_prompt_tokens = 2048;
+  // Prefill tokens assumed for each scraped waiting request. 0: learned,
+  // the running mean of the uncached tokens of the requests Route sent
+  // (kDefaultQueuedPromptTokens until the first one).
+  double mean_prompt_tokens = 0;
 };
 
 // What kvidx knows about one candidate rank for one request.

@@ -125,6 +125,30 @@ TEST_F(RouteTest, AScrapedHotSpotLosesItsAffinity) {
   }
 }
 
+TEST_F(RouteTest, AScrapedQueueIsCostedAtTheMeanUncachedPromptRouted) {
+  const std::vector<int64_t> prompt = Prompt(41, 16 * 8 + 3);  // nothing cached: 131 uncached tokens
+  http_.Set("/a/metrics", 200, "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 10\n");
+  auto queued_on_a = [&](double* queued) {
+    v1::RouteResponse resp;
+    if (!Route(TokensRequest(prompt), &resp).ok()) return false;
+    v1::RouteDoneResponse done;
+    if (!Done(resp.route_id(), &done).ok()) return false;  // nothing of kvidx's own in flight
+    for (const v1::RouteCandidate& c : resp.candidates()) {
+      if (c.replica() == "a") *queued = c.queued_tokens();
+    }
+    return true;
+  };
+  // Every route so far had 131 uncached tokens: each of the 10 waiting
+  // requests is assumed to be one like them, not a 2,048-token default.
+  double queued = 0;
+  EXPECT_TRUE(WaitFor([&] { return queued_on_a(&queued) && queued == 10 * 131.0; })) << queued;
+  // A fixed mean in the policy overrides what was learned.
+  ServerConfig next = cfg_;
+  next.models[0].route.mean_prompt_tokens = 4096;
+  ASSERT_TRUE(rs_.server->Reload(next).ok());
+  EXPECT_TRUE(WaitFor([&] { return queued_on_a(&queued) && queued == 10 * 4096.0; })) << queued;
+}
+
 TEST_F(RouteTest, AnEngineAddedOverTheAdminApiIsScrapedAtItsMetricsUrl) {
   auto c = MakeRank("c");
   ASSERT_TRUE(c);
