@@ -409,6 +409,7 @@ std::vector<MetricSample> Node::RenderMetrics() const {
     add(m::kIndexBlocks, d(index_.BlockCount(model->id)), {{"model", model->config.name}});
   }
   const size_t n = sources_.size();
+  add(m::kSourceIdsFree, d(kMaxSources - n));
   for (SourceId id = 0; id < n; ++id) {
     const SourceInfo* info = sources_.Get(id);
     if (info == nullptr || !sources_.IsLive(id)) continue;

@@ -12,6 +12,9 @@ using K = MetricKind;
 
 inline constexpr MetricFamily kIndexBlocks{"kvidx_index_blocks", K::kGauge,
                                            "Distinct blocks held by any source, per model."};
+inline constexpr MetricFamily kSourceIdsFree{
+    "kvidx_source_ids_free", K::kGauge,
+    "Source ids left: (replica, DP rank) pairs never seen before that this data directory can still add."};
 inline constexpr MetricFamily kSourceBlocks{"kvidx_source_blocks", K::kGauge,
                                             "Distinct blocks a source holds, per tier."};
 inline constexpr MetricFamily kGpuCopies{"kvidx_source_gpu_copies", K::kGauge,
@@ -124,7 +127,7 @@ namespace kvidx::server {
 inline MetricFamilyTable NodeMetricFamilies() {
   using namespace metric;  // NOLINT: the table reads as the list it is
   static constexpr const MetricFamily* kTable[] = {
-      &kIndexBlocks,      &kSourceBlocks,      &kGpuCopies,          &kGpuCapacity,     &kOverCapacity,
+      &kIndexBlocks,      &kSourceIdsFree,     &kSourceBlocks,      &kGpuCopies,          &kGpuCapacity,     &kOverCapacity,
       &kStoredBlocks,     &kRemovedBlocks,     &kUnindexedBlocks,    &kBlockHits,       &kDuplicateCopies,
       &kDriftRemoveUnknown, &kDriftOrphanStore, &kDriftReusedUnknown, &kSourceClears,    &kEvictionRank,
       &kAppliedBatches,   &kApplyErrors,       &kUnboundBatches,     &kBlockSizeMismatch, &kUnknownTopic,

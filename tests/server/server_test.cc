@@ -483,6 +483,7 @@ TEST(Server, HealthTurnsServingAndMetricsAreExported) {
   EXPECT_EQ(MetricValue(m1, "kvidx_index_blocks{model=\"m\"}"), 3);
   EXPECT_EQ(MetricValue(m1, "kvidx_source_state{source=\"r0/dp0\",state=\"EXACT\"}"), 1);
   EXPECT_EQ(MetricValue(m1, "kvidx_serving"), 1);
+  EXPECT_EQ(MetricValue(m1, "kvidx_source_ids_free"), 65534 - 1);  // one source, r0/dp0
   const std::string ok_series = "kvidx_grpc_requests_total{code=\"OK\",method=\"FindPrefix\"}";
   const double q1 = MetricValue(m1, ok_series);
   ASSERT_GE(q1, 1);
