@@ -37,7 +37,9 @@
 
 namespace kvidx::server {
 
-inline constexpr double kDefaultQueuedPromptTokens = 2048;
+// Chosen on kvidx-sim ttft (docs/ROUTING.md, "mean_prompt_tokens"): the
+// smallest value that kept every scenario within 5% of the best peer's p99.
+inline constexpr double kDefaultQueuedPromptTokens = 4096;
 
 struct RoutePolicy {
   // Credit per lower-tier block relative to a GPU block (0..1).
@@ -56,7 +58,7 @@ struct RoutePolicy {
   // Prefill tokens assumed for each scraped waiting request. 0: learned,
   // the running mean of the uncached tokens of the requests Route sent
   // (kDefaultQueuedPromptTokens until the first one).
-  double mean_prompt_tokens = 0;
+  double mean_prompt_tokens = kDefaultQueuedPromptTokens;
 };
 
 // What kvidx knows about one candidate rank for one request.

@@ -673,7 +673,7 @@ TEST(RoutingConfig, PerModelPolicy) {
 models:
   - {name: a, route: {cpu_credit: 0.5, storage_credit: 0, warmup_seconds: 120, warmup_credit: 0.25,
                       decode_weight: 0.05, kv_pressure_start: 0.8, kv_pressure_max_factor: 4,
-                      predicted_credit: 0.9, mean_prompt_tokens: 4096}}
+                      predicted_credit: 0.9, mean_prompt_tokens: 3072}}
   - {name: b}
 )");
   const RoutePolicy& a = c.models[0].route;
@@ -685,7 +685,7 @@ models:
   EXPECT_EQ(a.kv_pressure_start, 0.8);
   EXPECT_EQ(a.kv_pressure_max_factor, 4.0);
   EXPECT_EQ(a.predicted_credit, 0.9);
-  EXPECT_EQ(a.mean_prompt_tokens, 4096.0);
+  EXPECT_EQ(a.mean_prompt_tokens, 3072.0);
   EXPECT_EQ(c.models[1].route.cpu_credit, RoutePolicy{}.cpu_credit);  // documented defaults
   for (const char* bad : {"cpu_credit: 1.5", "warmup_credit: 1", "kv_pressure_max_factor: 0.5", "decode_weight: -1",
                           "mean_prompt_tokens: x", "bogus: 1"}) {

@@ -6,6 +6,7 @@
 #include "common/http_test_server.h"
 #include "server/node.h"
 #include "server/route_engine.h"
+#include "server/route_policy.h"
 #include "server/server_test_util.h"
 
 namespace kvidx::server::testing {
@@ -138,15 +139,20 @@ TEST_F(RouteTest, AScrapedQueueIsCostedAtTheMeanUncachedPromptRouted) {
     }
     return true;
   };
-  // Every route so far had 131 uncached tokens: each of the 10 waiting
-  // requests is assumed to be one like them, not a 2,048-token default.
+  // By default each of the 10 waiting requests costs the fixed mean.
   double queued = 0;
+  EXPECT_TRUE(WaitFor([&] { return queued_on_a(&queued) && queued == 10 * kDefaultQueuedPromptTokens; }))
+      << queued;
+  // Learned: every route so far had 131 uncached tokens, so each waiting
+  // request is assumed to be one like them.
+  ServerConfig next = cfg_;
+  next.models[0].route.mean_prompt_tokens = 0;
+  ASSERT_TRUE(rs_.server->Reload(next).ok());
   EXPECT_TRUE(WaitFor([&] { return queued_on_a(&queued) && queued == 10 * 131.0; })) << queued;
   // A fixed mean in the policy overrides what was learned.
-  ServerConfig next = cfg_;
-  next.models[0].route.mean_prompt_tokens = 4096;
+  next.models[0].route.mean_prompt_tokens = 3000;
   ASSERT_TRUE(rs_.server->Reload(next).ok());
-  EXPECT_TRUE(WaitFor([&] { return queued_on_a(&queued) && queued == 10 * 4096.0; })) << queued;
+  EXPECT_TRUE(WaitFor([&] { return queued_on_a(&queued) && queued == 10 * 3000.0; })) << queued;
 }
 
 TEST_F(RouteTest, AnEngineAddedOverTheAdminApiIsScrapedAtItsMetricsUrl) {
