@@ -314,6 +314,13 @@ class ConfigParser {
     };
   }
 
+  // A discovery provider's `type`: checked here, dispatched on by ReadProvider.
+  Reader ProviderType() const {
+    return [this](const Value& v) {
+      size_t i = 0;
+      return ReadChoice(v, kProviderTypes, &i);
+    };
+  }
   Reader Real(double lo, double hi, double* out) const {
     return [this, lo, hi, out](const Value& v) { return ReadReal(v, lo, hi, out); };
   }
@@ -628,11 +635,7 @@ Status ConfigParser::ReadNameserver(const Value& v, std::string* out) const {
 
 Status ConfigParser::ReadDnsProvider(const Value& v, DnsProviderConfig* p) {
   return ReadMap(v, {
-      {"type",
-       [this](const Value& f) {
-         size_t i = 0;
-         return ReadChoice(f, kProviderTypes, &i);
-       }},
+      {"type", ProviderType()},
       {"name", Str(&p->name)},
       {"model", Str(&p->model)},
       {"srv", Str(&p->srv)},
@@ -675,11 +678,7 @@ Status ConfigParser::ReadPortRef(const Value& v, PortRef* out) const {
 
 Status ConfigParser::ReadKubernetesProvider(const Value& v, KubernetesProviderConfig* p) {
   return ReadMap(v, {
-      {"type",
-       [this](const Value& f) {
-         size_t i = 0;
-         return ReadChoice(f, kProviderTypes, &i);
-       }},
+      {"type", ProviderType()},
       {"name", Str(&p->name)},
       {"model", Str(&p->model)},
       {"namespace", Str(&p->namespace_name)},

@@ -20,6 +20,7 @@
 
 #include "common/child_process.h"
 #include "discovery/dnsmasq.h"
+#include "discovery/node_metric.h"
 #include "ingest/testing/fake_engine.h"
 #include "server/discovery.h"
 #include "server/node.h"
@@ -31,7 +32,8 @@ using kvidx::testing::Dnsmasq;
 using kvidx::testing::SilentUdp;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using Labels = std::vector<std::pair<std::string, std::string>>;
+using Labels = kvidx::testing::MetricLabels;
+using kvidx::testing::NodeMetric;
 
 constexpr auto kDeadline = seconds(60);
 
@@ -44,26 +46,12 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::steady_clock::durat
   return done();
 }
 
-// The sample of `name` carrying all of `labels`; NaN if there is none.
-double Metric(const Node& node, std::string_view name, const Labels& labels) {
-  for (const MetricSample& s : node.RenderMetrics()) {
-    if (s.name() != name) continue;
-    bool all = true;
-    for (const auto& l : labels) {
-      bool found = false;
-      for (const auto& have : s.labels) found = found || have == l;
-      all = all && found;
-    }
-    if (all) return s.value;
-  }
-  return std::nan("");
-}
 
 double Engines(const Node& n, const std::string& provider, const std::string& state) {
-  return Metric(n, "kvidx_discovery_engines", {{"provider", provider}, {"state", state}});
+  return NodeMetric(n, "kvidx_discovery_engines", {{"provider", provider}, {"state", state}});
 }
 double Resolutions(const Node& n, const std::string& provider, const std::string& result) {
-  return Metric(n, "kvidx_discovery_resolutions_total", {{"provider", provider}, {"result", result}});
+  return NodeMetric(n, "kvidx_discovery_resolutions_total", {{"provider", provider}, {"result", result}});
 }
 
 bool HasEngine(const Node& n, const std::string& replica) {
@@ -144,14 +132,14 @@ TEST_F(DnsDiscoveryTest, SrvEnginesAreSubscribedThenRemovedAfterTheGrace) {
   // Really subscribed: each source reached EXACT through its engine's replay.
   ASSERT_TRUE(WaitFor([&] { return Exact(*node, "e1.test/dp0") && Exact(*node, "e2.test/dp0"); }));
   EXPECT_EQ(Engines(*node, "fleet", "active"), 2);
-  EXPECT_EQ(Metric(*node, "kvidx_discovery_engines_added_total", {{"provider", "fleet"}}), 2);
+  EXPECT_EQ(NodeMetric(*node, "kvidx_discovery_engines_added_total", {{"provider", "fleet"}}), 2);
   EXPECT_GE(Resolutions(*node, "fleet", "ok"), 1);
-  EXPECT_GE(Metric(*node, "kvidx_discovery_last_success_age_seconds", {{"provider", "fleet"}}), 0);
+  EXPECT_GE(NodeMetric(*node, "kvidx_discovery_last_success_age_seconds", {{"provider", "fleet"}}), 0);
 
   dns_.Start(e1_records);  // e2 scaled away
   ASSERT_TRUE(WaitFor([&] { return !HasEngine(*node, "e2.test"); })) << dns_.log();
   EXPECT_TRUE(HasEngine(*node, "e1.test"));
-  EXPECT_EQ(Metric(*node, "kvidx_discovery_engines_removed_total", {{"provider", "fleet"}}), 1);
+  EXPECT_EQ(NodeMetric(*node, "kvidx_discovery_engines_removed_total", {{"provider", "fleet"}}), 1);
   EXPECT_EQ(Engines(*node, "fleet", "grace"), 0);
   EXPECT_EQ(Engines(*node, "fleet", "active"), 1);
   EXPECT_FALSE(node->ingester().GetSource("e2.test/dp0").has_value());
@@ -180,8 +168,8 @@ TEST_F(DnsDiscoveryTest, AEngineBackWithinTheGraceKeepsItsSources) {
   dns_.SetHosts("127.0.0.21 pool.test\n127.0.0.22 pool.test\n");
   ASSERT_TRUE(WaitFor([&] { return Engines(*node, "pool", "active") == 2; }));
   EXPECT_EQ(Engines(*node, "pool", "grace"), 0);
-  EXPECT_EQ(Metric(*node, "kvidx_discovery_engines_added_total", {{"provider", "pool"}}), 2);
-  EXPECT_EQ(Metric(*node, "kvidx_discovery_engines_removed_total", {{"provider", "pool"}}), 0);
+  EXPECT_EQ(NodeMetric(*node, "kvidx_discovery_engines_added_total", {{"provider", "pool"}}), 2);
+  EXPECT_EQ(NodeMetric(*node, "kvidx_discovery_engines_removed_total", {{"provider", "pool"}}), 0);
   ASSERT_TRUE(node->ingester().GetSource("127.0.0.22/dp0").has_value());
   EXPECT_EQ(node->ingester().GetSource("127.0.0.22/dp0")->spec.id, source_id);  // the same source throughout
   EXPECT_TRUE(Exact(*node, "127.0.0.22/dp0"));
@@ -199,15 +187,15 @@ TEST_F(DnsDiscoveryTest, FailuresKeepTheLastGoodSetAndAreCounted) {
   auto node = StartNode({nx, refused});
   ASSERT_NE(node, nullptr);
   ASSERT_TRUE(WaitFor([&] { return HasEngine(*node, "127.0.0.31") && HasEngine(*node, "127.0.0.32"); }));
-  EXPECT_EQ(Metric(*node, "kvidx_discovery_stale", {{"provider", "nx"}}), 0);
+  EXPECT_EQ(NodeMetric(*node, "kvidx_discovery_stale", {{"provider", "nx"}}), 0);
 
   // a.test is now NXDOMAIN (.test is local); b.other is outside every local
   // domain and dnsmasq has no upstream: REFUSED.
   dns_.Start("");
   ASSERT_TRUE(WaitFor([&] { return Resolutions(*node, "nx", "nxdomain") >= 3; })) << dns_.log();
   ASSERT_TRUE(WaitFor([&] { return Resolutions(*node, "refused", "refused") >= 3; })) << dns_.log();
-  EXPECT_EQ(Metric(*node, "kvidx_discovery_stale", {{"provider", "nx"}}), 1);
-  EXPECT_EQ(Metric(*node, "kvidx_discovery_stale", {{"provider", "refused"}}), 1);
+  EXPECT_EQ(NodeMetric(*node, "kvidx_discovery_stale", {{"provider", "nx"}}), 1);
+  EXPECT_EQ(NodeMetric(*node, "kvidx_discovery_stale", {{"provider", "refused"}}), 1);
 
   // Nobody answers at all.
   dns_.Stop();
@@ -220,8 +208,8 @@ TEST_F(DnsDiscoveryTest, FailuresKeepTheLastGoodSetAndAreCounted) {
   EXPECT_TRUE(HasEngine(*node, "127.0.0.31"));
   EXPECT_TRUE(HasEngine(*node, "127.0.0.32"));
   EXPECT_EQ(Engines(*node, "nx", "active"), 1);
-  EXPECT_EQ(Metric(*node, "kvidx_discovery_engines_removed_total", {{"provider", "nx"}}), 0);
-  EXPECT_GT(Metric(*node, "kvidx_discovery_last_success_age_seconds", {{"provider", "nx"}}), 0);
+  EXPECT_EQ(NodeMetric(*node, "kvidx_discovery_engines_removed_total", {{"provider", "nx"}}), 0);
+  EXPECT_GT(NodeMetric(*node, "kvidx_discovery_last_success_age_seconds", {{"provider", "nx"}}), 0);
 }
 
 TEST_F(DnsDiscoveryTest, AStaticEngineIsNeverRemovedByDiscovery) {
@@ -238,7 +226,7 @@ TEST_F(DnsDiscoveryTest, AStaticEngineIsNeverRemovedByDiscovery) {
   auto node = StartNode({p}, {fixed});
   ASSERT_NE(node, nullptr);
   ASSERT_TRUE(WaitFor([&] { return HasEngine(*node, "127.0.0.42"); }));
-  ASSERT_TRUE(WaitFor([&] { return Metric(*node, "kvidx_discovery_add_errors_total", {{"provider", "s"}}) >= 1; }));
+  ASSERT_TRUE(WaitFor([&] { return NodeMetric(*node, "kvidx_discovery_add_errors_total", {{"provider", "s"}}) >= 1; }));
   // (An empty answer would be NXDOMAIN, a failure that keeps everything.)
   dns_.SetHosts("127.0.0.41 s.test\n");
   ASSERT_TRUE(WaitFor([&] { return !HasEngine(*node, "127.0.0.42"); }));

@@ -35,6 +35,7 @@
 #include <openssl/evp.h>
 
 #include "discovery/kube_api_server.h"
+#include "discovery/node_metric.h"
 #include "server/config.h"
 #include "server/node.h"
 
@@ -45,7 +46,8 @@ using kvidx::testing::KubeApiServer;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using Labels = std::vector<std::pair<std::string, std::string>>;
+using Labels = kvidx::testing::MetricLabels;
+using kvidx::testing::NodeMetric;
 
 constexpr auto kDeadline = seconds(30);
 constexpr const char* kToken = "k8s-test-token-7f3a9c1e5b";
@@ -155,20 +157,6 @@ json PodObject(const std::string& name, const std::string& ip, bool ready, json 
           {"status", status}};
 }
 
-double Metric(const Node& node, std::string_view name, const Labels& labels) {
-  for (const MetricSample& s : node.RenderMetrics()) {
-    if (s.name() != name) continue;
-    bool all = true;
-    for (const auto& l : labels) {
-      bool found = false;
-      for (const auto& have : s.labels) found = found || have == l;
-      all = all && found;
-    }
-    if (all) return s.value;
-  }
-  return std::nan("");
-}
-
 class K8sDiscoveryTest : public ::testing::Test {
  protected:
   // One PKI and one API server for the suite (civetweb takes 2 s to stop).
@@ -242,14 +230,14 @@ class K8sDiscoveryTest : public ::testing::Test {
   }
   bool Has(const std::vector<std::string>& want) const { return Replicas() == want; }
   double Result(const std::string& result) const {
-    return Metric(*node_, "kvidx_discovery_resolutions_total", {{"provider", "k8s"}, {"result", result}});
+    return NodeMetric(*node_, "kvidx_discovery_resolutions_total", {{"provider", "k8s"}, {"result", result}});
   }
-  double Counter(std::string_view name) const { return Metric(*node_, name, {{"provider", "k8s"}}); }
+  double Counter(std::string_view name) const { return NodeMetric(*node_, name, {{"provider", "k8s"}}); }
   double Engines(const std::string& state) const {
-    return Metric(*node_, "kvidx_discovery_engines", {{"provider", "k8s"}, {"state", state}});
+    return NodeMetric(*node_, "kvidx_discovery_engines", {{"provider", "k8s"}, {"state", state}});
   }
   double Skipped(const std::string& reason) const {
-    return Metric(*node_, "kvidx_discovery_skipped_records_total", {{"provider", "k8s"}, {"reason", reason}});
+    return NodeMetric(*node_, "kvidx_discovery_skipped_records_total", {{"provider", "k8s"}, {"reason", reason}});
   }
   // Waits until a watch is open at the server (so that changes arrive by it).
   bool Watching(int watches = 1) const {
