@@ -255,7 +255,11 @@ void Discovery::ApplyRemove(const DiscoveryRemoval& r) {
 void Discovery::Publish(Provider* p, const std::vector<DiscoveredEngine>& engines) {
   std::vector<EngineEntry> entries;
   entries.reserve(engines.size());
-  for (const DiscoveredEngine& e : engines) entries.push_back(e.entry);
+  std::unordered_set<std::string> not_ready;
+  for (const DiscoveredEngine& e : engines) {
+    entries.push_back(e.entry);
+    if (!e.ready) not_ready.insert(e.entry.engine.replica);
+  }
   std::lock_guard<std::mutex> apply(apply_mu_);
   DiscoveryActions actions;
   {
@@ -264,18 +268,13 @@ void Discovery::Publish(Provider* p, const std::vector<DiscoveredEngine>& engine
     actions = state_.Update(p->name, milliseconds(p->k8s.grace_ms), entries, Clock::now());
     p->skipped[static_cast<size_t>(SkipReason::kConflict)] += state_.Counts(p->name).conflicts - conflicts;
   }
-  Apply(p, actions);
-  SyncReadiness(p, engines, actions);
+  Apply(p, actions, not_ready);
+  SyncReadiness(p, engines);
   // A grace period may have started: the DNS thread ends it.
   wake_.notify_all();
 }
 
-void Discovery::SyncReadiness(Provider* p, const std::vector<DiscoveredEngine>& engines,
-                              const DiscoveryActions& applied) {
-  // An engine added now starts ready at the node.
-  for (const EngineEntry& e : applied.add) {
-    if (auto it = p->not_ready.find(e.engine.replica); it != p->not_ready.end()) p->not_ready.erase(it);
-  }
+void Discovery::SyncReadiness(Provider* p, const std::vector<DiscoveredEngine>& engines) {
   for (const DiscoveredEngine& e : engines) {
     const std::string& replica = e.entry.engine.replica;
     const bool marked = p->not_ready.contains(replica);
@@ -305,13 +304,22 @@ void Discovery::Report(Provider* p, KubeOutcome outcome, const std::string& deta
   }
 }
 
-void Discovery::Apply(Provider* p, const DiscoveryActions& actions) {
+void Discovery::Apply(Provider* p, const DiscoveryActions& actions, const std::unordered_set<std::string>& not_ready) {
   for (const DiscoveryRemoval& r : actions.remove) ApplyRemove(r);
   for (const EngineEntry& e : actions.add) {
-    Status s = target_.add(e, p->name);
+    const std::string& replica = e.engine.replica;
+    const bool ready = !not_ready.contains(replica);
+    Status s = target_.add(e, p->name, ready);
     std::lock_guard<std::mutex> lock(mu_);
     if (s.ok()) {
       ++p->added;
+      if (ready) {
+        p->not_ready.erase(replica);
+      } else {
+        p->not_ready.insert(replica);
+        spdlog::info("discovery {}: engine {} is not ready", p->name, replica);
+      }
+      p->not_ready_count = p->not_ready.size();
       continue;
     }
     // Refused (its replica or stream belongs to a configured engine, ...):

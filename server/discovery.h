@@ -42,6 +42,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "base/metric.h"
@@ -73,9 +74,11 @@ class Discovery {
  public:
   using Clock = std::chrono::steady_clock;
   struct Target {
-    std::function<Status(const EngineEntry&, std::string_view provider)> add;
+    // Adds the engine already marked not ready when `ready` is false, so
+    // Route never sees a not-ready engine as ready for a moment.
+    std::function<Status(const EngineEntry&, std::string_view provider, bool ready)> add;
     std::function<Status(std::string_view replica, std::string_view provider)> remove;
-    // The engine's readiness changed (engines are added ready).
+    // The engine's readiness changed since it was added.
     std::function<Status(std::string_view replica, std::string_view provider, bool ready)> ready;
   };
 
@@ -118,11 +121,12 @@ class Discovery {
 
   void Run();
   void Resolve(Provider* p);
-  void Apply(Provider* p, const DiscoveryActions& actions);
+  // Adds the engines of `actions` not ready when listed in `not_ready`.
+  void Apply(Provider* p, const DiscoveryActions& actions, const std::unordered_set<std::string>& not_ready = {});
   // A Kubernetes provider's whole engine set (its watcher's thread).
   void Publish(Provider* p, const std::vector<DiscoveredEngine>& engines);
   void Report(Provider* p, KubeOutcome outcome, const std::string& detail);
-  void SyncReadiness(Provider* p, const std::vector<DiscoveredEngine>& engines, const DiscoveryActions& applied);
+  void SyncReadiness(Provider* p, const std::vector<DiscoveredEngine>& engines);
   void ApplyRemove(const DiscoveryRemoval& removal);
   Clock::time_point NextWake() const;
   Provider* FindProvider(std::string_view name);

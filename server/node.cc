@@ -76,7 +76,9 @@ Result<std::unique_ptr<Node>> Node::Create(const ServerConfig& config) {
   if (!config.discovery.providers.empty() || !config.discovery.kubernetes.empty()) {
     Node* n = node.get();
     Discovery::Target target{
-        [n](const EngineEntry& e, std::string_view provider) { return n->AddDiscoveredEngine(e, provider); },
+        [n](const EngineEntry& e, std::string_view provider, bool ready) {
+          return n->AddDiscoveredEngine(e, provider, ready);
+        },
         [n](std::string_view replica, std::string_view provider) {
           return n->RemoveDiscoveredEngine(replica, provider);
         },
@@ -258,11 +260,17 @@ Status Node::RemoveEngine(std::string_view replica) {
   return RemoveEngineLocked(replica);
 }
 
-Status Node::AddDiscoveredEngine(const EngineEntry& engine, std::string_view provider) {
+Status Node::AddDiscoveredEngine(const EngineEntry& engine, std::string_view provider, bool ready) {
   std::lock_guard<std::mutex> lock(control_mu_);
   if (!started_) return Status::FailedPrecondition("node not started");
+  const std::string& replica = engine.engine.replica;
+  // Marked before the engine exists, so no Route sees it ready meanwhile.
+  if (!ready) MarkNotReady(replica, true);
   std::vector<std::string> names;
-  if (Status s = AddEngineLocked(engine, &names); !s.ok()) return s;
+  if (Status s = AddEngineLocked(engine, &names); !s.ok()) {
+    if (!ready) MarkNotReady(replica, false);
+    return s;
+  }
   discovered_[engine.engine.replica] = std::string(provider);
   spdlog::info("engine {} added by discovery provider {} ({} source{})", engine.engine.replica, provider,
                names.size(), names.size() == 1 ? "" : "s");
@@ -286,14 +294,18 @@ Status Node::SetDiscoveredEngineReady(std::string_view replica, std::string_view
     return Status::FailedPrecondition("engine \"" + std::string(replica) + "\" was not added by discovery provider " +
                                       std::string(provider));
   }
+  MarkNotReady(replica, !ready);
+  return Status::Ok();
+}
+
+void Node::MarkNotReady(std::string_view replica, bool not_ready) {
   std::lock_guard<std::mutex> ready_lock(ready_mu_);
-  if (ready) {
+  if (!not_ready) {
     if (auto r = not_ready_.find(replica); r != not_ready_.end()) not_ready_.erase(r);
   } else {
     not_ready_.emplace(replica);
   }
   not_ready_count_.store(not_ready_.size());
-  return Status::Ok();
 }
 
 bool Node::EngineReady(std::string_view replica) const {

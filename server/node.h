@@ -122,11 +122,11 @@ class Node {
   // `provider` is added the same way, and only an engine that provider
   // added is removed -- never one from the config file or the admin API
   // (FailedPrecondition).
-  Status AddDiscoveredEngine(const EngineEntry& engine, std::string_view provider);
+  Status AddDiscoveredEngine(const EngineEntry& engine, std::string_view provider, bool ready = true);
   Status RemoveDiscoveredEngine(std::string_view replica, std::string_view provider);
   // A discovered engine's readiness (Kubernetes: its endpoint's
   // conditions.ready). A not-ready engine keeps its sources, but Route does
-  // not pick it. Engines start ready; FailedPrecondition for an engine
+  // not pick it. FailedPrecondition for an engine
   // `provider` did not add.
   Status SetDiscoveredEngineReady(std::string_view replica, std::string_view provider, bool ready);
   // false only for an engine discovery reported not ready. Any thread; no
@@ -155,6 +155,8 @@ class Node {
   Status Restore();
   Status AddEngineLocked(const EngineEntry& engine, std::vector<std::string>* names);
   Status RemoveEngineLocked(std::string_view replica);
+  // Adds `replica` to the not-ready set (or takes it out).
+  void MarkNotReady(std::string_view replica, bool not_ready);
   void RenderRouteMetrics(std::vector<MetricSample>* out) const;
   void UpdateScrapeTargetsLocked();
 
