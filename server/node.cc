@@ -265,14 +265,14 @@ Status Node::AddDiscoveredEngine(const EngineEntry& engine, std::string_view pro
   if (!started_) return Status::FailedPrecondition("node not started");
   const std::string& replica = engine.engine.replica;
   // Marked before the engine exists, so no Route sees it ready meanwhile.
-  if (!ready) MarkNotReady(replica, true);
+  if (!ready) MarkReady(replica, false);
   std::vector<std::string> names;
   if (Status s = AddEngineLocked(engine, &names); !s.ok()) {
-    if (!ready) MarkNotReady(replica, false);
+    if (!ready) MarkReady(replica, true);
     return s;
   }
-  discovered_[engine.engine.replica] = std::string(provider);
-  spdlog::info("engine {} added by discovery provider {} ({} source{})", engine.engine.replica, provider,
+  discovered_[replica] = std::string(provider);
+  spdlog::info("engine {} added by discovery provider {} ({} source{})", replica, provider,
                names.size(), names.size() == 1 ? "" : "s");
   return Status::Ok();
 }
@@ -294,13 +294,13 @@ Status Node::SetDiscoveredEngineReady(std::string_view replica, std::string_view
     return Status::FailedPrecondition("engine \"" + std::string(replica) + "\" was not added by discovery provider " +
                                       std::string(provider));
   }
-  MarkNotReady(replica, !ready);
+  MarkReady(replica, ready);
   return Status::Ok();
 }
 
-void Node::MarkNotReady(std::string_view replica, bool not_ready) {
+void Node::MarkReady(std::string_view replica, bool ready) {
   std::lock_guard<std::mutex> ready_lock(ready_mu_);
-  if (!not_ready) {
+  if (ready) {
     if (auto r = not_ready_.find(replica); r != not_ready_.end()) not_ready_.erase(r);
   } else {
     not_ready_.emplace(replica);

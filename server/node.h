@@ -155,8 +155,8 @@ class Node {
   Status Restore();
   Status AddEngineLocked(const EngineEntry& engine, std::vector<std::string>* names);
   Status RemoveEngineLocked(std::string_view replica);
-  // Adds `replica` to the not-ready set (or takes it out).
-  void MarkNotReady(std::string_view replica, bool not_ready);
+  // Takes `replica` out of the not-ready set, or puts it in.
+  void MarkReady(std::string_view replica, bool ready);
   void RenderRouteMetrics(std::vector<MetricSample>* out) const;
   void UpdateScrapeTargetsLocked();
 

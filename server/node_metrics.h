@@ -127,7 +127,8 @@ namespace kvidx::server {
 inline MetricFamilyTable NodeMetricFamilies() {
   using namespace metric;  // NOLINT: the table reads as the list it is
   static constexpr const MetricFamily* kTable[] = {
-      &kIndexBlocks,      &kSourceIdsFree,     &kSourceBlocks,      &kGpuCopies,          &kGpuCapacity,     &kOverCapacity,
+      &kIndexBlocks,      &kSourceIdsFree,     &kSourceBlocks,
+      &kGpuCopies,        &kGpuCapacity,       &kOverCapacity,
       &kStoredBlocks,     &kRemovedBlocks,     &kUnindexedBlocks,    &kBlockHits,       &kDuplicateCopies,
       &kDriftRemoveUnknown, &kDriftOrphanStore, &kDriftReusedUnknown, &kSourceClears,    &kEvictionRank,
       &kAppliedBatches,   &kApplyErrors,       &kUnboundBatches,     &kBlockSizeMismatch, &kUnknownTopic,

@@ -51,8 +51,7 @@ RouteScore ScoreCandidate(const RoutePolicy& p, uint64_t prompt_tokens, uint32_t
   r.uncached_tokens = static_cast<double>(prompt_tokens) - r.cached_tokens;
   // kvidx's own count covers what it routed since the last scrape; the
   // scrape covers every router's requests. Either may be the larger.
-  const double mean_prompt = p.mean_prompt_tokens > 0 ? p.mean_prompt_tokens : kDefaultQueuedPromptTokens;
-  r.queued_tokens = std::max(w * s.waiting * mean_prompt, s.inflight_uncached_tokens);
+  r.queued_tokens = std::max(w * s.waiting * p.mean_prompt_tokens, s.inflight_uncached_tokens);
   // Predicted blocks are being computed by a request already queued there:
   // waiting for them is this request's prefill, not extra work on top.
   const double following = std::min(s.inflight_uncached_tokens, p.predicted_credit * s.predicted_blocks * block_size);

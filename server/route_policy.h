@@ -106,7 +106,9 @@ struct RouteChoice {
 };
 
 // Scores each candidate for a prompt of `prompt_tokens` in blocks of
-// `block_size` tokens. `candidates` must not be empty.
+// `block_size` tokens. `candidates` must not be empty. The policy's
+// mean_prompt_tokens must be resolved (> 0): RouteEngine fills in the
+// learned mean for a policy that asks for one.
 RouteChoice ChooseRoute(const RoutePolicy& policy, uint64_t prompt_tokens, uint32_t block_size,
                         std::span<const RouteSignals> candidates);
 

@@ -49,9 +49,12 @@ class HttpTestServer {
     }
     return Reply(c, a.first, a.second);
   }
-  static int Reply(mg_connection* c, int code, const std::string& body) {
+  static void WriteHead(mg_connection* c, int code, size_t content_length) {
     mg_printf(c, "HTTP/1.1 %d X\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-              code, body.size());
+              code, content_length);
+  }
+  static int Reply(mg_connection* c, int code, const std::string& body) {
+    WriteHead(c, code, body.size());
     mg_write(c, body.data(), body.size());
     return code;
   }
@@ -62,8 +65,7 @@ class HttpTestServer {
   static int ReplyHuge(mg_connection* c) {
     static const std::string chunk(64u << 10, '#');
     constexpr size_t kChunks = 128;
-    mg_printf(c, "HTTP/1.1 200 X\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-              chunk.size() * kChunks);
+    WriteHead(c, 200, chunk.size() * kChunks);
     for (size_t i = 0; i < kChunks; ++i) {
       if (mg_write(c, chunk.data(), chunk.size()) <= 0) break;
     }
