@@ -8,6 +8,7 @@
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
 #include "index/epoch.h"
+#include "index/internal/lookup_pipeline.h"
 #include "index/internal/ptr_dir.h"
 #include "index/internal/shard.h"
 #include "index/record_set.h"
@@ -20,6 +21,10 @@ using internal::kNoId;
 using internal::kOwnerWords;
 using internal::kShards;
 using internal::Ld;
+using internal::LongQueryPipeline;
+using internal::QueryPipeline;
+using internal::WritePipeline;
+using internal::kShortQueryBlocks;
 using internal::OwnerCounts;
 using internal::OwnerGroup;
 using internal::OwnerHitsView;
@@ -180,7 +185,7 @@ struct BlockIndex::Impl {
 
   // Writer-side helpers; the caller holds src.mu.
   void MaybeRebase(SourceData& src, SourceId source, uint64_t needed) KVIDX_REQUIRES(src.mu);
-  void ApplyStore(Model& model, ModelId m, SourceData& src, uint32_t okey, const BlockKey& key,
+  void ApplyStore(Model& model, ModelId m, SourceData& src, uint32_t okey, const ProbeKey& pk,
                   uint32_t stamp, bool hit_candidate, bool reused) KVIDX_REQUIRES(src.mu);
   bool Holds(Model& model, const BlockKey& key, uint32_t okey);
   void AdjustTierCount(SourceData& src, uint32_t tier, int64_t d) {
@@ -243,8 +248,7 @@ bool BlockIndex::Impl::Holds(Model& model, const BlockKey& key, uint32_t okey) {
 }
 
 void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint32_t okey,
-                                  const BlockKey& key, uint32_t stamp, bool hit_candidate, bool reused) {
-  ProbeKey pk(key);
+                                  const ProbeKey& pk, uint32_t stamp, bool hit_candidate, bool reused) {
   uint32_t shard_idx = pk.shard();
   Shard& sh = model.shards[shard_idx];
   const uint32_t tier = OwnerTier(okey);
@@ -392,13 +396,16 @@ Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup g
   // vLLM frees a finished request's blocks tail first, so its LRU evicts the
   // tail before the head: give earlier blocks of the chain newer stamps
   // (within each step of kStoreStep blocks; real events are far shorter).
+  internal::EpochDomain::ReadGuard guard(impl_->epoch);   // the pipeline's peeks read shared tables
+  WritePipeline pipe(model->shards, hashes);
   for (size_t lo = 0; lo < hashes.size(); lo += kStoreStep) {
     const size_t n = std::min(kStoreStep, hashes.size() - lo);
     impl_->MaybeRebase(src, source, n + 1);
     const uint64_t base = src.clock;
     src.clock += n;
     for (size_t i = 0; i < n; ++i) {
-      impl_->ApplyStore(*model, model_id, src, okey, hashes[lo + i], static_cast<uint32_t>(base + (n - i)),
+      pipe.Advance(lo + i);
+      impl_->ApplyStore(*model, model_id, src, okey, pipe.KeyOf(lo + i), static_cast<uint32_t>(base + (n - i)),
                         hit_candidate, reused);
     }
   }
@@ -424,8 +431,11 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
   }
   const uint32_t okey = OwnerKey(source, static_cast<uint32_t>(tier), group.idx);
   const bool gpu = tier == Tier::kGpu;
-  for (const BlockKey& key : hashes) {
-    ProbeKey pk(key);
+  internal::EpochDomain::ReadGuard guard(impl_->epoch);   // the pipeline's peeks read shared tables
+  WritePipeline pipe(model->shards, hashes);
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    pipe.Advance(i);
+    const ProbeKey& pk = pipe.KeyOf(i);
     uint32_t shard_idx = pk.shard();
     Shard& sh = model->shards[shard_idx];
     Shard::WriteLock slock(sh);
@@ -565,7 +575,7 @@ void BlockIndex::SetSourceCapacity(SourceId source, uint64_t gpu_blocks) {
 
 // ------------------------------------------------------------------ queries
 //
-// FindPrefix in stages: ClampQuery bounds the walk; a LookupPipeline
+// FindPrefix in stages: ClampQuery bounds the walk; a QueryPipeline
 // prefetches each block's lookup ahead of the walk; SeedCandidates turns
 // block 0's owners into the candidate sources; FewCandidates (up to 64,
 // as bits of a mask) or ManyCandidates (a list) follow them block by block
@@ -607,89 +617,10 @@ inline uint32_t LowerBoundSource(const AWord* o, uint32_t lo, uint32_t hi, uint3
   return lo;
 }
 
-// The owners of `k` (count 0 if absent); false on a stale read. Runs inside
-// a read section. `hint` is the record PeekRecord found for `k` (id
-// `hint_id`), or null. Inlined by force like the Shard calls it makes
-// (see Shard's reader side).
-[[gnu::always_inline]] inline bool ProbeOwners(const Shard& sh, const ProbeKey& k, const Rec* hint, uint32_t hint_id,
-                                               const AWord** o, uint32_t* cnt) {
-  *cnt = 0;
-  *o = nullptr;
-  const Rec* r = hint;
-  if (r == nullptr || !sh.RecHolds(r, hint_id, k)) {
-    uint32_t id = sh.Find(k);
-    if (id == kNoId) return true;
-    r = sh.RecAt(id);
-    if (r == nullptr) return false;
-  }
-  *o = sh.Owners(r, cnt);
-  return *o != nullptr;
-}
-
-// The keys are known upfront, so the lookup of block i (a chain of
-// dependent cache misses: table group -> record -> owner array) is started
-// ahead: block i+6's group is prefetched, block i+4's record and block
-// i+2's owner array, while block i is processed. An early exit wastes at
-// most six blocks' prefetches. (Measured on W1, same-session A/B: 6/4/2
-// beat 4/2/1 by ~6% (and 3% at 100k prompts) once records were 16 bytes;
-// 7/5/3, 6/4/3, 6/3/2 and 5/3/2 were no better; with the earlier 20-byte
-// records 8/4/2 and 12/6/3 had not helped.)
-class LookupPipeline {
- public:
-  LookupPipeline(const Model& model, std::span<const BlockKey> keys) : model_(model), keys_(keys) {
-    const size_t n = keys_.size();
-    for (size_t j = 0; j < std::min(n, kGroupAhead); ++j) {
-      pk_[j].Set(keys_[j]);
-      ShardOf(j).PrefetchGroup(pk_[j]);
-    }
-    for (size_t j = 0; j < std::min(n, kRecAhead); ++j) peek_[j] = ShardOf(j).PeekRecord(pk_[j], &peek_id_[j]);
-    for (size_t j = 0; j < std::min(n, kOwnersAhead); ++j) {
-      if (peek_[j] != nullptr) ShardOf(j).PrefetchOwnersOf(peek_[j]);
-    }
-  }
-
-  // Starts the stages that run while block i is processed. (Inlined by
-  // force: as a call it cost ~5% of W1 query throughput.)
-  [[gnu::always_inline]] void Advance(size_t i) {
-    const size_t n = keys_.size();
-    if (i + kGroupAhead < n) {
-      ProbeKey& f = pk_[(i + kGroupAhead) % kRing];
-      f.Set(keys_[i + kGroupAhead]);
-      model_.shards[f.shard()].PrefetchGroup(f);
-    }
-    if (i + kRecAhead < n) {
-      const size_t r = (i + kRecAhead) % kRing;
-      peek_[r] = ShardOf(r).PeekRecord(pk_[r], &peek_id_[r]);
-    }
-    if (i + kOwnersAhead < n && peek_[(i + kOwnersAhead) % kRing] != nullptr) {
-      const size_t r = (i + kOwnersAhead) % kRing;
-      ShardOf(r).PrefetchOwnersOf(peek_[r]);
-    }
-  }
-
-  // Block i's shard (i within the ring's window).
-  const Shard& ShardOf(size_t i) const { return model_.shards[pk_[i % kRing].shard()]; }
-  // Block i's owners; see ProbeOwners.
-  [[gnu::always_inline]] bool Probe(size_t i, const AWord** o, uint32_t* cnt) const {
-    const size_t r = i % kRing;
-    return ProbeOwners(ShardOf(r), pk_[r], peek_[r], peek_id_[r], o, cnt);
-  }
-
- private:
-  static constexpr size_t kGroupAhead = 6, kRecAhead = 4, kOwnersAhead = 2;
-  static constexpr size_t kRing = 8;   // > kGroupAhead
-  static_assert(kGroupAhead < kRing && kRecAhead < kGroupAhead && kOwnersAhead < kRecAhead && kOwnersAhead >= 1);
-
-  const Model& model_;
-  std::span<const BlockKey> keys_;
-  ProbeKey pk_[kRing];
-  const Rec* peek_[kRing] = {};
-  uint32_t peek_id_[kRing];
-};
-
 // Block 0 makes the candidates: every source with an admitted owner, in
 // ascending source order (owner arrays are sorted by source).
-void SeedCandidates(const LookupPipeline& pipe, const OwnerFilter& filter, std::vector<SourceMatch>* res) {
+template <typename Pipeline>
+void SeedCandidates(const Pipeline& pipe, const OwnerFilter& filter, std::vector<SourceMatch>* res) {
   pipe.ShardOf(0).Read([&] {
     res->clear();
     const AWord* o = nullptr;
@@ -739,7 +670,8 @@ class FewCandidates {
     }
   }
 
-  void Walk(LookupPipeline& pipe, size_t n) {
+  template <typename Pipeline>
+  void Walk(Pipeline& pipe, size_t n) {
     uint32_t end = static_cast<uint32_t>(n);
     for (size_t i = 1; i < n; ++i) {
       pipe.Advance(i);
@@ -939,7 +871,8 @@ class ManyCandidates {
     for (uint32_t q = 0; q < res_.size(); ++q) alive_.push_back(q);
   }
 
-  void Walk(LookupPipeline& pipe, size_t n) {
+  template <typename Pipeline>
+  void Walk(Pipeline& pipe, size_t n) {
     for (size_t i = 1; i < n; ++i) {
       pipe.Advance(i);
       step_.resize(alive_.size());
@@ -1002,6 +935,21 @@ class ManyCandidates {
 
 // The blocks the walk considers (the model's cap applied, recorded in
 // `out`), and the group it matches; nullopt when there is nothing to walk.
+// Seeds the candidates at block 0 and follows them through the `n` keys
+// the pipeline was made for; inside an epoch guard. `alive` and `step` are
+// the PrefixMatch's scratch.
+template <typename Pipeline>
+void WalkQuery(Pipeline&& pipe, size_t n, const OwnerFilter& owners, std::vector<SourceMatch>& res,
+               std::vector<uint32_t>& alive, std::vector<uint32_t>& step) {
+  pipe.Advance(0);
+  SeedCandidates(pipe, owners, &res);
+  if (!res.empty() && res.size() <= 64) {
+    FewCandidates(owners, res).Walk(pipe, n);
+  } else if (res.size() > 64) {
+    ManyCandidates(owners, res, alive, step).Walk(pipe, n);
+  }
+}
+
 std::optional<OwnerFilter> ClampQuery(const Model& model, std::span<const BlockKey>* keys, const PrefixFilter& filter,
                                       PrefixMatch* out) {
   if (keys->size() > model.options.max_query_blocks) {
@@ -1034,13 +982,10 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
   std::vector<SourceMatch>& res = out->sources;
 
   internal::EpochDomain::ReadGuard guard(impl_->epoch);
-  LookupPipeline pipe(*model, keys);
-  pipe.Advance(0);
-  SeedCandidates(pipe, *owners, &res);
-  if (!res.empty() && res.size() <= 64) {
-    FewCandidates(*owners, res).Walk(pipe, keys.size());
-  } else if (res.size() > 64) {
-    ManyCandidates(*owners, res, out->alive_, out->step_).Walk(pipe, keys.size());
+  if (keys.size() <= kShortQueryBlocks) {
+    WalkQuery(QueryPipeline(model->shards, keys), keys.size(), *owners, res, out->alive_, out->step_);
+  } else {
+    WalkQuery(LongQueryPipeline(model->shards, keys), keys.size(), *owners, res, out->alive_, out->step_);
   }
   impl_->StampStates(&res);
   return Status::Ok();

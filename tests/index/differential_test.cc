@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <tuple>
@@ -189,11 +190,21 @@ class Reference {
   }
 };
 
+// Long chains: stores, removals and queries of up to this many blocks, and
+// half of the removals and queries follow a recently stored chain, so that
+// walks are long (the index starts lookups further ahead in long walks).
+struct LongChains {
+  size_t store_len;
+  size_t remove_len;
+  size_t query_len;
+};
+
 // One randomized run over the given source ids and key universe.
 // Per 1000 events: 480 stores, `removes` removals, `clears` ClearSource
 // calls, queries for the rest.
 void RunDifferential(uint64_t events, const std::vector<uint32_t>& source_ids, uint64_t universe, uint64_t seed,
-                     size_t store_len = 8, uint64_t removes = 350, uint64_t clears = 5) {
+                     size_t store_len = 8, uint64_t removes = 350, uint64_t clears = 5,
+                     std::optional<LongChains> long_chains = std::nullopt) {
   std::mt19937_64 rng(seed);
   auto below = [&](uint64_t n) { return rng() % n; };
   BlockIndex index;
@@ -204,6 +215,20 @@ void RunDifferential(uint64_t events, const std::vector<uint32_t>& source_ids, u
   auto random_chain = [&](size_t max_len) {
     std::vector<uint64_t> ks(1 + below(max_len));
     for (uint64_t& k : ks) k = below(kUniverse);
+    return ks;
+  };
+  std::vector<std::vector<uint64_t>> stored(64);   // recent stored chains (long_chains only)
+  // A recently stored chain's run from a random start, of up to `len`
+  // blocks, then random keys up to a random length of at most `len`.
+  auto follow_stored = [&](size_t len) {
+    const std::vector<uint64_t>& c = stored[below(stored.size())];
+    std::vector<uint64_t> ks;
+    if (!c.empty()) {
+      const size_t from = below(c.size());
+      ks.assign(c.begin() + from, c.begin() + std::min(c.size(), from + len));
+    }
+    const size_t want = 1 + below(len);
+    while (ks.size() < want) ks.push_back(below(kUniverse));
     return ks;
   };
   auto to_keys = [](const std::vector<uint64_t>& ks) {
@@ -224,7 +249,7 @@ void RunDifferential(uint64_t events, const std::vector<uint32_t>& source_ids, u
     ASSERT_EQ(st.gpu_copies, c.gpu_copies) << "event " << e << " source " << src;
   };
   PrefixMatch pm;
-  uint64_t queries = 0, nonempty = 0;
+  uint64_t queries = 0, nonempty = 0, long_matches = 0;
   for (uint64_t e = 0; e < events; ++e) {
     uint64_t op = below(1000);
     ModelId m = models[below(2)];
@@ -240,17 +265,22 @@ void RunDifferential(uint64_t events, const std::vector<uint32_t>& source_ids, u
       StoreOrigin origin = o == 0 ? StoreOrigin::kNew : o == 1 ? StoreOrigin::kReused : StoreOrigin::kUnknown;
       std::optional<BlockKey> p;
       if (parent) p = BlockKey::FromU64(*parent);
+      if (long_chains) stored[below(stored.size())] = ks;
       ASSERT_TRUE(index.Store(m, s, static_cast<Tier>(tier), g, to_keys(ks), p, origin).ok());
       ref.Store(m, s, tier, group, ks, parent, origin);
       ASSERT_NO_FATAL_FAILURE(check_counters(e, s));
     } else if (op < 480 + removes) {
-      std::vector<uint64_t> ks = random_chain(4);
+      std::vector<uint64_t> ks = !long_chains            ? random_chain(4)
+                                 : below(2) == 0 ? follow_stored(long_chains->remove_len)
+                                                 : random_chain(long_chains->remove_len);
       ASSERT_TRUE(index.Remove(m, s, static_cast<Tier>(tier), g, to_keys(ks)).ok());
       ref.Remove(m, s, tier, group, ks);
       ASSERT_NO_FATAL_FAILURE(check_counters(e, s));
     } else if (op < 1000 - clears) {
-      std::vector<uint64_t> ks = random_chain(12);
-      if (below(4) == 0) {
+      std::vector<uint64_t> ks = random_chain(long_chains ? long_chains->query_len : 12);
+      if (long_chains && below(2) == 0) {
+        ks = follow_stored(long_chains->query_len);
+      } else if (below(4) == 0) {
         // Extend a stored chain so that long matches happen too.
         auto it = ref.blocks.lower_bound({m, below(kUniverse)});
         if (it != ref.blocks.end()) ks[0] = it->first.second;
@@ -270,6 +300,7 @@ void RunDifferential(uint64_t events, const std::vector<uint32_t>& source_ids, u
         ASSERT_EQ(sm.blocks_with_lower_tiers, any) << "event " << e;
         ASSERT_EQ(sm.hits, hits) << "event " << e;
         ASSERT_EQ(sm.hit_blocks, hit_blocks) << "event " << e;
+        long_matches += any > 64;
       }
     } else {
       std::optional<uint32_t> t;
@@ -323,6 +354,9 @@ void RunDifferential(uint64_t events, const std::vector<uint32_t>& source_ids, u
     }
   }
   EXPECT_GT(nonempty, queries / 10);   // the workload does produce matches
+  if (long_chains) {
+    EXPECT_GT(long_matches, queries / 100) << "matches longer than 64 blocks";
+  }
 }
 
 TEST(DifferentialTest, MatchesReferenceModel) {
@@ -349,6 +383,21 @@ TEST(DifferentialTest, ManySourcesPerBlock) {
   std::vector<uint32_t> ids;
   for (uint32_t i = 0; i < 100; ++i) ids.push_back(i * 3);
   RunDifferential(EventsFromEnv() / 40, ids, 24, 4242, 12);
+}
+
+// Chains of hundreds of blocks: queries longer than 64 blocks and long
+// stores and removals take the index's long lookup pipeline.
+TEST(DifferentialTest, LongChains) {
+  RunDifferential(EventsFromEnv() / 20, {0, 1, 2, 3, 4, 5}, 20000, 5150, 160, /*removes=*/350, /*clears=*/5,
+                  LongChains{.store_len = 160, .remove_len = 120, .query_len = 200});
+}
+
+// The same with more than 64 sources (the candidate-list walk).
+TEST(DifferentialTest, LongChainsManySources) {
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < 80; ++i) ids.push_back(i * 5);
+  RunDifferential(EventsFromEnv() / 100, ids, 3000, 6160, 100, /*removes=*/300, /*clears=*/2,
+                  LongChains{.store_len = 100, .remove_len = 80, .query_len = 150});
 }
 
 }  // namespace
