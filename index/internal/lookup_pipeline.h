@@ -116,10 +116,9 @@ using QueryPipeline = LookupPipeline<6, 4, 2>;
 // Longer queries (W2's p99 walks ~3,400 blocks) and the chains of stores
 // and removals: at 6/4/2 a stage has two blocks' work to hide a memory
 // miss, too little once the table is far larger than the cache.
-#ifndef KVIDX_LONG_AHEAD
-#define KVIDX_LONG_AHEAD 16, 10, 4
-#endif
-using LongQueryPipeline = LookupPipeline<KVIDX_LONG_AHEAD>;
-using WritePipeline = LookupPipeline<KVIDX_LONG_AHEAD>;
+// Measured on W2 (docs/BENCHMARKS.md): 16/10/4 beat 6/4/2 and 24/16/8 for
+// stores and removals, and cut the query p99 by a quarter.
+using LongQueryPipeline = LookupPipeline<16, 10, 4>;
+using WritePipeline = LookupPipeline<16, 10, 4>;
 
 }  // namespace kvidx::internal
