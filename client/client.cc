@@ -223,4 +223,21 @@ grpc::Status Client::Resync(const std::string& source) const {
   return admin_->Resync(&context, request, &response);
 }
 
+grpc::Status Client::AdvanceClock(uint64_t by_us, uint64_t* now_us) const {
+  grpc::ClientContext context;
+  Prepare(&context, true);
+  v1::AdvanceClockRequest request;
+  request.set_by_us(by_us);
+  v1::AdvanceClockResponse response;
+  grpc::Status s = admin_->AdvanceClock(&context, request, &response);
+  if (s.ok() && now_us != nullptr) *now_us = response.now_us();
+  return s;
+}
+
+grpc::Status Client::ScrapeLoads(v1::ScrapeLoadsResponse* response) const {
+  grpc::ClientContext context;
+  Prepare(&context, true);
+  return admin_->ScrapeLoads(&context, v1::ScrapeLoadsRequest(), response);
+}
+
 }  // namespace kvidx::client

@@ -119,6 +119,12 @@ class Client {
   grpc::Status TriggerSnapshot(v1::TriggerSnapshotResponse* response) const;
   // `source` is "<replica>/dp<rank>" or a replica name (all its ranks).
   grpc::Status Resync(const std::string& source) const;
+  // A server with routing.clock: simulated (simulators): moves Route's clock
+  // forward by `by_us` (0 reads it); `now_us` gets the simulated
+  // microseconds since the server started. ScrapeLoads scrapes every
+  // engine's /metrics now. FAILED_PRECONDITION on a wall-clock server.
+  grpc::Status AdvanceClock(uint64_t by_us, uint64_t* now_us) const;
+  grpc::Status ScrapeLoads(v1::ScrapeLoadsResponse* response) const;
 
  private:
   Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel);

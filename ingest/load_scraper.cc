@@ -84,16 +84,22 @@ void LoadScraper::Loop() {
   }
 }
 
-void LoadScraper::ScrapeOnce() {
+LoadScraper::Round LoadScraper::ScrapeOnce() {
   std::vector<Fetch> fetches;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [replica, s] : targets_) fetches.push_back(Fetch{replica, s.url, {}, {}});
   }
-  if (fetches.empty()) return;
+  Round round;
+  if (fetches.empty()) return round;
   fetches = FetchAll(std::move(fetches));
-  const Clock::time_point at = Clock::now();
-  for (const Fetch& f : fetches) Record(f, at);
+  const Clock::time_point at = opts_.now ? opts_.now() : Clock::now();
+  for (const Fetch& f : fetches) {
+    Record(f, at);
+    ++round.targets;
+    round.failed += !f.error.empty();
+  }
+  return round;
 }
 
 // All fetches of a round in parallel, each bounded by the timeout.

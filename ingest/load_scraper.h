@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -44,6 +45,9 @@ class LoadScraper {
     std::chrono::milliseconds interval{1000};
     std::chrono::milliseconds timeout{500};
     size_t max_body_bytes = 4u << 20;
+    // The time a round's readings are stamped with; unset = Clock::now. A
+    // simulator's server stamps them with simulated time (server/route_clock.h).
+    std::function<Clock::time_point()> now;
   };
 
   // One DP rank's latest good reading.
@@ -70,8 +74,13 @@ class LoadScraper {
   void SetTargets(std::vector<ScrapeTarget> targets);
   void Start();
   void Stop();
-  // One round of scrapes now, on this thread.
-  void ScrapeOnce();
+  // One round of scrapes now, on this thread; not while Start()ed. Returns
+  // the targets scraped and how many of them failed.
+  struct Round {
+    uint32_t targets = 0;
+    uint32_t failed = 0;
+  };
+  Round ScrapeOnce();
 
   // The latest good reading of `replica`'s rank, if any scrape succeeded.
   std::optional<Reading> Get(std::string_view replica, uint32_t dp_rank, Clock::time_point now = Clock::now()) const;

@@ -63,6 +63,8 @@ AdminService::AdminService(Node* node, AdminAuth auth, RpcMetrics* metrics, Snap
   MarkMethodStreamed(2, Scanned(RpcMethod::kListSources, &AdminService::ListSources));
   MarkMethodStreamed(3, Scanned(RpcMethod::kTriggerSnapshot, &AdminService::TriggerSnapshot));
   MarkMethodStreamed(4, Scanned(RpcMethod::kResync, &AdminService::Resync));
+  MarkMethodStreamed(5, Scanned(RpcMethod::kAdvanceClock, &AdminService::AdvanceClock));
+  MarkMethodStreamed(6, Scanned(RpcMethod::kScrapeLoads, &AdminService::ScrapeLoads));
 }
 
 template <class Req, class Resp>
@@ -190,6 +192,33 @@ grpc::Status AdminService::Resync(grpc::ServerContext* ctx, const v1::ResyncRequ
   grpc::Status s = ToGrpc(node_->Resync(req->source()));
   timer.set_code(s.error_code());
   return s;
+}
+
+grpc::Status AdminService::AdvanceClock(grpc::ServerContext* ctx, const v1::AdvanceClockRequest* req,
+                                        v1::AdvanceClockResponse* resp) {
+  KVIDX_ADMIN_PROLOGUE(RpcMethod::kAdvanceClock);
+  Result<uint64_t> now = node_->route_clock().Advance(req->by_us());
+  if (!now.ok()) {
+    grpc::Status s = ToGrpc(now.status());
+    timer.set_code(s.error_code());
+    return s;
+  }
+  resp->set_now_us(*now);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ScrapeLoads(grpc::ServerContext* ctx, const v1::ScrapeLoadsRequest*,
+                                       v1::ScrapeLoadsResponse* resp) {
+  KVIDX_ADMIN_PROLOGUE(RpcMethod::kScrapeLoads);
+  Result<ingest::LoadScraper::Round> round = node_->ScrapeLoads();
+  if (!round.ok()) {
+    grpc::Status s = ToGrpc(round.status());
+    timer.set_code(s.error_code());
+    return s;
+  }
+  resp->set_targets(round->targets);
+  resp->set_failed(round->failed);
+  return grpc::Status::OK;
 }
 
 #undef KVIDX_ADMIN_PROLOGUE

@@ -1,5 +1,5 @@
 // AdminService: kvidx.v1.KvIndexAdmin (engines, sources, snapshots,
-// resync) and the credential check every admin call passes first.
+// resync; a simulated route clock) and the credential check every admin call passes first.
 //
 // Credentials: CheckCredentials (server/credentials.h) on every call,
 // before the request is read. Requests are then read as raw bytes and
@@ -34,6 +34,10 @@ class AdminService final : public v1::KvIndexAdmin::Service {
   grpc::Status TriggerSnapshot(grpc::ServerContext* ctx, const v1::TriggerSnapshotRequest* req,
                                v1::TriggerSnapshotResponse* resp) override;
   grpc::Status Resync(grpc::ServerContext* ctx, const v1::ResyncRequest* req, v1::ResyncResponse* resp) override;
+  grpc::Status AdvanceClock(grpc::ServerContext* ctx, const v1::AdvanceClockRequest* req,
+                            v1::AdvanceClockResponse* resp) override;
+  grpc::Status ScrapeLoads(grpc::ServerContext* ctx, const v1::ScrapeLoadsRequest* req,
+                           v1::ScrapeLoadsResponse* resp) override;
 
  private:
   // A handler that authenticates, reads and parses the request, then calls

@@ -46,6 +46,7 @@ constexpr size_t kMaxConfigFileBytes = 16 << 20;
 
 // Value lists of the enumerated keys, in the order of the enums they map to.
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+constexpr std::string_view kRouteClocks[] = {"wall", "simulated"};
 constexpr std::string_view kConnectModes[] = {"connect", "bind"};
 constexpr std::string_view kOnCorrupt[] = {"fail", "start-empty"};
 constexpr std::string_view kProviderTypes[] = {"dns", "kubernetes"};
@@ -758,6 +759,13 @@ Status ConfigParser::ReadTop(const Value& v, ServerConfig* c) {
              {"scrape_interval_ms", Int(10, kOneHourMs, &r.scrape_interval_ms)},
              {"scrape_timeout_ms", Int(10, kOneHourMs, &r.scrape_timeout_ms)},
              {"stale_after_ms", Int(10, kOneHourMs, &r.stale_after_ms)},
+             {"clock",
+              [this, &r](const Value& v) {
+                size_t i = 0;
+                if (Status s = ReadChoice(v, kRouteClocks, &i); !s.ok()) return s;
+                r.simulated_clock = i == 1;
+                return Status::Ok();
+              }},
          });
        }},
       {"ingest",

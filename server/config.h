@@ -125,6 +125,10 @@ struct RoutingConfig {
   // A reading older than this no longer counts; from twice the interval it
   // fades linearly to nothing here.
   uint32_t stale_after_ms = 5000;
+  // Route's clock (server/route_clock.h): false = wall time; true = moved
+  // only by the AdvanceClock admin call, engines scraped only by
+  // ScrapeLoads (simulators).
+  bool simulated_clock = false;
 };
 
 struct LogConfig {

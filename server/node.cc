@@ -23,10 +23,11 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 namespace {
 
-ingest::LoadScraper::Options ScrapeOptions(const RoutingConfig& r) {
+ingest::LoadScraper::Options ScrapeOptions(const RoutingConfig& r, const RouteClock* clock) {
   ingest::LoadScraper::Options o;
   o.interval = std::chrono::milliseconds(r.scrape_interval_ms);
   o.timeout = std::chrono::milliseconds(r.scrape_timeout_ms);
+  o.now = [clock] { return clock->Now(); };
   return o;
 }
 
@@ -35,11 +36,12 @@ ingest::LoadScraper::Options ScrapeOptions(const RoutingConfig& r) {
 Node::Node(const ServerConfig& config)
     : config_(config),
       sink_(&index_, &sources_, &tiers_),
-      scraper_(std::make_unique<ingest::LoadScraper>(ScrapeOptions(config.routing))),
+      route_clock_(config.routing.simulated_clock),
+      scraper_(std::make_unique<ingest::LoadScraper>(ScrapeOptions(config.routing, &route_clock_))),
       queries_(std::make_unique<QueryEngine>(this, QueryLimits{config.grpc.max_query_tokens,
                                                                 config.grpc.max_query_hashes,
                                                                 config.grpc.max_query_text_bytes})),
-      routes_(std::make_unique<RouteEngine>(queries_.get(), RouteTracker::Options{})) {}
+      routes_(std::make_unique<RouteEngine>(queries_.get(), &route_clock_, RouteTracker::Options{})) {}
 
 Node::~Node() { Stop(); }
 
@@ -170,7 +172,8 @@ Status Node::Start() {
     if (Status s = AddEngineLocked(e, &names); !s.ok()) return s;
     configured_.insert(e.engine.replica);
   }
-  scraper_->Start();
+  // A simulated clock's scrapes come from ScrapeLoads, at simulated times.
+  if (!route_clock_.simulated()) scraper_->Start();
   // Last: the static engines own their replicas before any answer arrives.
   if (discovery_ != nullptr) return discovery_->Start();
   return Status::Ok();
@@ -181,6 +184,15 @@ void Node::Stop() {
   if (discovery_) discovery_->Stop();
   if (scraper_) scraper_->Stop();
   if (ingester_) ingester_->Stop();
+}
+
+Result<ingest::LoadScraper::Round> Node::ScrapeLoads() {
+  if (!route_clock_.simulated()) {
+    return Status::FailedPrecondition("engines are scraped in the background every routing.scrape_interval_ms; "
+                                      "ScrapeLoads is for a server with routing.clock: simulated");
+  }
+  std::lock_guard<std::mutex> lock(scrape_round_mu_);
+  return scraper_->ScrapeOnce();
 }
 
 void Node::UpdateScrapeTargetsLocked() {
@@ -494,7 +506,7 @@ void Node::RenderRouteMetrics(std::vector<MetricSample>* out) const {
     add(m::kRoutePredictedCached, d(c.predicted), {{"source", src}});
     add(m::kRouteDeliveredCached, d(c.delivered), {{"source", src}});
   }
-  const auto now = ingest::LoadScraper::Clock::now();
+  const auto now = route_clock_.Now();
   for (const auto& [replica, st] : scraper_->stats()) {
     add(m::kEngineScrapes, d(st.scrapes_ok), {{"replica", replica}, {"result", "ok"}});
     add(m::kEngineScrapes, d(st.scrapes_failed), {{"replica", replica}, {"result", "error"}});

@@ -46,6 +46,7 @@
 #include "server/discovery.h"
 #include "server/prompt_encoder.h"
 #include "server/query_engine.h"
+#include "server/route_clock.h"
 #include "server/route_engine.h"
 #include "server/snapshot_outcome.h"
 #include "server/snapshot_store.h"
@@ -100,6 +101,9 @@ class Node {
   // one stays trustworthy.
   const ingest::LoadScraper& load() const { return *scraper_; }
   const RoutingConfig& routing() const { return config_.routing; }
+  // The time Route runs on (wall, or simulated: routing.clock).
+  RouteClock& route_clock() { return route_clock_; }
+  const RouteClock& route_clock() const { return route_clock_; }
   // The domain queries on this node (FindPrefix, GetBlock; Route, RouteDone).
   const QueryEngine& queries() const { return *queries_; }
   RouteEngine& routes() const { return *routes_; }
@@ -133,6 +137,10 @@ class Node {
   // lock taken while every engine is ready.
   bool EngineReady(std::string_view replica) const;
   Status Resync(std::string_view source_or_replica);
+  // One round of /metrics scrapes on this thread, stamped with the route
+  // clock's time. Only with a simulated route clock (no background
+  // scraping then); FAILED_PRECONDITION otherwise. Rounds are serialised.
+  Result<ingest::LoadScraper::Round> ScrapeLoads();
   std::vector<EngineEntry> Engines() const;
   // Where each engine came from, by replica: "config" (the config file),
   // "admin" (AddEngine through the admin API), "dns:<provider>" or
@@ -167,6 +175,8 @@ class Node {
   ingest::IndexSink sink_;
   std::unique_ptr<ingest::Ingester> ingester_;
   std::unique_ptr<snapshot::SnapshotStore> store_;
+  RouteClock route_clock_;
+  std::mutex scrape_round_mu_;   // ScrapeLoads rounds, one at a time
   std::unique_ptr<ingest::LoadScraper> scraper_;
   std::unique_ptr<QueryEngine> queries_;
   std::unique_ptr<RouteEngine> routes_;

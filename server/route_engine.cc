@@ -10,8 +10,8 @@
 
 namespace kvidx::server {
 
-RouteEngine::RouteEngine(const QueryEngine* queries, const RouteTracker::Options& tracker)
-    : queries_(queries), tracker_(tracker) {}
+RouteEngine::RouteEngine(const QueryEngine* queries, const RouteClock* clock, const RouteTracker::Options& tracker)
+    : queries_(queries), clock_(clock), tracker_(tracker) {}
 
 void RouteEngine::SetPolicies(const std::unordered_map<std::string, RoutePolicy>& by_model) {
   std::lock_guard<std::mutex> lock(policy_mu_);

@@ -38,6 +38,7 @@
 #include "server/config.h"
 #include "server/prefix_query.h"
 #include "server/query_engine.h"
+#include "server/route_clock.h"
 #include "server/route_policy.h"
 #include "server/route_tracker.h"
 
@@ -88,16 +89,21 @@ class RouteEngine {
 
   // Each model routes by its config's policy (ModelConfig::route) until
   // SetPolicies replaces it.
-  RouteEngine(const QueryEngine* queries, const RouteTracker::Options& tracker);
+  // `clock` (the node's; it outlives this) is the time of Route and
+  // RouteDone calls that do not pass one.
+  RouteEngine(const QueryEngine* queries, const RouteClock* clock, const RouteTracker::Options& tracker);
 
   // Replaces the policies of the named models (a SIGHUP reload); a Route
   // already running keeps the one it read.
   void SetPolicies(const std::unordered_map<std::string, RoutePolicy>& by_model);
 
-  Status Route(const RouteQuery& q, RouteAnswer* answer, Clock::time_point now = Clock::now());
+  Status Route(const RouteQuery& q, RouteAnswer* answer) { return Route(q, answer, clock_->Now()); }
+  Status Route(const RouteQuery& q, RouteAnswer* answer, Clock::time_point now);
   // `cached_tokens`: what the engine reported reusing, if it reported usage.
-  Result<RouteEnd> RouteDone(uint64_t route_id, std::optional<uint64_t> cached_tokens,
-                             Clock::time_point now = Clock::now());
+  Result<RouteEnd> RouteDone(uint64_t route_id, std::optional<uint64_t> cached_tokens) {
+    return RouteDone(route_id, cached_tokens, clock_->Now());
+  }
+  Result<RouteEnd> RouteDone(uint64_t route_id, std::optional<uint64_t> cached_tokens, Clock::time_point now);
 
   // Counters for /metrics (node_metrics.h).
   struct CachedTokens {
@@ -126,6 +132,7 @@ class RouteEngine {
   void LearnUncachedTokens(ModelId model, double uncached_tokens);
 
   const QueryEngine* queries_;
+  const RouteClock* clock_;
   RouteTracker tracker_;
   mutable std::mutex policy_mu_;
   std::unordered_map<std::string, RoutePolicy> policies_;  // reloaded ones, by model name

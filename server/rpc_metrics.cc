@@ -32,6 +32,8 @@ std::string_view RpcMethodName(RpcMethod m) {
     case RpcMethod::kRoute: return "Route";
     case RpcMethod::kRouteDone: return "RouteDone";
     case RpcMethod::kTokenize: return "Tokenize";
+    case RpcMethod::kAdvanceClock: return "AdvanceClock";
+    case RpcMethod::kScrapeLoads: return "ScrapeLoads";
     case RpcMethod::kCount: break;
   }
   return "unknown";

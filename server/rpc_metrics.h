@@ -37,6 +37,8 @@ enum class RpcMethod : uint8_t {
   kRoute,
   kRouteDone,
   kTokenize,
+  kAdvanceClock,
+  kScrapeLoads,
   kCount,
 };
 std::string_view RpcMethodName(RpcMethod m);

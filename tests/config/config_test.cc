@@ -658,6 +658,14 @@ engines:
   EXPECT_EQ(c.engines[0].metrics_url, "http://vllm-a:8000/metrics");
   EXPECT_EQ(c.engines[1].metrics_url, "");
   EXPECT_EQ(ServerConfig{}.routing.scrape_interval_ms, 1000u);
+  EXPECT_FALSE(c.routing.simulated_clock);
+}
+
+TEST(RoutingConfig, ClockIsWallOrSimulated) {
+  EXPECT_TRUE(MustParse("routing: {clock: simulated}\n").routing.simulated_clock);
+  EXPECT_FALSE(MustParse("routing: {clock: wall}\n").routing.simulated_clock);
+  EXPECT_THAT(ErrorOf("routing: {clock: fake}\n"), ::testing::HasSubstr("routing.clock"));
+  EXPECT_THAT(ErrorOf("routing: {clock: 1}\n"), ::testing::HasSubstr("routing.clock"));
 }
 
 TEST(RoutingConfig, BadValuesNameTheField) {

@@ -23,6 +23,7 @@ const std::vector<std::string> kUnaryMethods = {
     "/kvidx.v1.KvIndex/GetBlock",             "/kvidx.v1.KvIndexAdmin/AddEngine",
     "/kvidx.v1.KvIndexAdmin/RemoveEngine",    "/kvidx.v1.KvIndexAdmin/ListSources",
     "/kvidx.v1.KvIndexAdmin/TriggerSnapshot", "/kvidx.v1.KvIndexAdmin/Resync",
+    "/kvidx.v1.KvIndexAdmin/AdvanceClock",    "/kvidx.v1.KvIndexAdmin/ScrapeLoads",
 };
 
 class RawCaller {

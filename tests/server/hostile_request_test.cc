@@ -18,7 +18,8 @@ using kvidx::testing::HttpGet;
 
 // The gRPC methods of kvidx.v1, unary ones (the stream is separate).
 constexpr const char* kQueryMethods[] = {"FindPrefix", "FindPrefixBatch", "ListReplicas", "GetStats", "GetBlock"};
-constexpr const char* kAdminMethods[] = {"AddEngine", "RemoveEngine", "ListSources", "TriggerSnapshot", "Resync"};
+constexpr const char* kAdminMethods[] = {"AddEngine", "RemoveEngine", "ListSources", "TriggerSnapshot",
+                                         "Resync",    "AdvanceClock", "ScrapeLoads"};
 
 grpc::ByteBuffer Bytes(const std::string& s) {
   grpc::Slice slice(s);

@@ -7,17 +7,13 @@
 #include <map>
 #include <sstream>
 
+#include "common/child_process.h"
 #include "server_test_util.h"
 
 namespace kvidx::server::testing {
 namespace {
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using kvidx::testing::Slurp;
 
 // The certificates of one test suite (EC prime256v1, valid one day), made in
 // a scratch directory and kept in memory: each test writes the files it

@@ -54,6 +54,9 @@ class SimHarness {
   // both up (every source EXACT at a common starting point).
   void Start(const FleetOptions& fleet_options) { StartWith(fleet_options, nullptr); }
 
+  // Before Start: the server's route clock is simulated (routing.clock).
+  void UseSimulatedClock() { simulated_clock_ = true; }
+
   // The same, but with `discover` set the config lists no engine: it is
   // called with the started fleet to add the discovery provider that finds
   // them (tests/sim/scale_test.cc).
@@ -66,6 +69,10 @@ class SimHarness {
     config_.log.level = "warn";
     // kvidx-sim ttft's /metrics barrier waits for two scrape rounds.
     config_.routing.scrape_interval_ms = 10;
+    if (simulated_clock_) {
+      config_.routing.simulated_clock = true;
+      config_.routing.scrape_interval_ms = 1000;   // readings stay fresh for 2 simulated seconds
+    }
     config_.models[0].int_block_hashes = !fleet_options.bytes_hashes;
     config_.models[0].hash_algo = std::string(HashAlgoName(fleet_options.hasher.algo));
     config_.models[0].hash_seed = fleet_options.hasher.seed;
@@ -133,6 +140,7 @@ class SimHarness {
 
  private:
   server::testing::TempDir dir_;
+  bool simulated_clock_ = false;
   server::ServerConfig config_;
   std::unique_ptr<Fleet> fleet_;
   std::unique_ptr<server::Server> server_;

@@ -1,6 +1,7 @@
 #include "tools/sim/timed_run.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <memory>
@@ -80,8 +81,10 @@ class Loop {
   Status OnJoin(double now);
   void StartStepIfIdle(size_t rank, double now);
   Status CatchUp();
-  void PublishGauges();
-  void OnScrapeTick(double now);
+  Status ProbeServerClock();
+  Status SyncClock(double now);
+  Status PublishGauges(double now);
+  Status OnScrapeTick(double now);
   Status AwaitScrape();
   std::vector<CandidateView> Candidates() const;
   void TrackShare(size_t rank, double now);
@@ -99,6 +102,10 @@ class Loop {
   std::unique_ptr<FleetPolicy> policy_;
   std::unique_ptr<MetricsEndpoint> metrics_;  // ScrapesLoad only
   bool scrape_pending_ = false;               // published since the last AwaitScrape
+  // routing.clock: simulated: the server's simulated microseconds at the
+  // first arrival, and the last time sent to it.
+  bool server_clock_ = false;
+  uint64_t clock_base_us_ = 0, clock_sent_us_ = 0;
   std::vector<std::unique_ptr<RankAdapter>> adapters_;
   std::vector<std::unique_ptr<EngineModel>> engines_;
   std::vector<uint32_t> in_flight_;
@@ -132,6 +139,9 @@ Status Loop::Setup() {
     if (!m.ok()) return m.status();
     metrics_ = std::move(m).value();
     metrics_url = [this](const std::string& replica) { return metrics_->Url(replica); };
+  }
+  if (o_.policy == "kvidx") {
+    if (Status s = ProbeServerClock(); !s.ok()) return s;
   }
   if (Status s = RegisterEngines(*fleet_, kvidx_, true, metrics_url); !s.ok()) return s;
   if (Status s = WarmUp(*fleet_, kvidx_, o_.catch_up_timeout); !s.ok()) return s;
@@ -210,8 +220,37 @@ Status Loop::CatchUp() {
   return Status::Ok();
 }
 
+// A server with routing.clock: simulated answers AdvanceClock; one on the
+// wall clock refuses it, and Route then runs on wall time.
+Status Loop::ProbeServerClock() {
+  uint64_t now_us = 0;
+  grpc::Status s = kvidx_.AdvanceClock(0, &now_us);
+  if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) return Status::Ok();
+  if (!s.ok()) return FromGrpc(s, "AdvanceClock");
+  server_clock_ = true;
+  rep_.server_clock = true;
+  clock_base_us_ = clock_sent_us_ = now_us;
+  return Status::Ok();
+}
+
+// Moves the server's route clock to simulated time `now` (whole
+// microseconds since the first arrival, so every run sends the same steps).
+Status Loop::SyncClock(double now) {
+  if (!server_clock_) return Status::Ok();
+  const double since = std::max(0.0, now - reqs_.front().arrival);
+  const uint64_t target = clock_base_us_ + static_cast<uint64_t>(std::llround(since * 1e6));
+  if (target <= clock_sent_us_) return Status::Ok();
+  if (grpc::Status s = kvidx_.AdvanceClock(target - clock_sent_us_, nullptr); !s.ok()) {
+    return FromGrpc(s, "AdvanceClock");
+  }
+  clock_sent_us_ = target;
+  return Status::Ok();
+}
+
 // The engines' gauges as /metrics shows them until the next publication.
-void Loop::PublishGauges() {
+// On simulated time kvidx scrapes them at once, stamped `now`; otherwise
+// the next decision waits for its background scraper (AwaitScrape).
+Status Loop::PublishGauges(double now) {
   std::map<std::string, std::vector<RankGauges>> pages;
   for (size_t i = 0; i < fleet_->size(); ++i) {
     if (!joined_ && i >= late_first_rank_) continue;
@@ -220,13 +259,26 @@ void Loop::PublishGauges() {
                               engines_[i]->waiting(), engines_[i]->kv_usage()});
   }
   metrics_->Publish(pages);
-  scrape_pending_ = true;
+  if (!server_clock_) {
+    scrape_pending_ = true;
+    return Status::Ok();
+  }
+  if (Status s = SyncClock(now); !s.ok()) return s;
+  v1::ScrapeLoadsResponse resp;
+  if (grpc::Status s = kvidx_.ScrapeLoads(&resp); !s.ok()) return FromGrpc(s, "ScrapeLoads");
+  // A replica that has not joined yet has no page (kvidx counts the
+  // failure); none scraped at all means kvidx cannot reach the pages.
+  if (resp.targets() > 0 && resp.failed() == resp.targets()) {
+    return Status::Unavailable("kvidx failed to scrape all " + std::to_string(resp.targets()) +
+                               " simulated /metrics pages");
+  }
+  return Status::Ok();
 }
 
-void Loop::OnScrapeTick(double now) {
-  PublishGauges();
+Status Loop::OnScrapeTick(double now) {
   // Ticks only while something else is due: the last one ends the run.
   if (!events_.empty()) Push(now + o_.scrape_interval_s, EvKind::kScrapeTick, 0);
+  return PublishGauges(now);
 }
 
 // kvidx decides on the latest published gauges, whatever the wall clock.
@@ -247,6 +299,7 @@ Status Loop::OnArrival(size_t ri, double now) {
   if (NeedsKvidx(o_.policy)) {
     if (Status s = CatchUp(); !s.ok()) return s;
     if (Status s = AwaitScrape(); !s.ok()) return s;
+    if (Status s = SyncClock(now); !s.ok()) return s;
   }
   const std::vector<CandidateView> cands = Candidates();
   RouteInput in;
@@ -302,7 +355,9 @@ Status Loop::OnJoin(double now) {
   if (Status s = RegisterEngine(e, kvidx_, true, url); !s.ok()) return s;
   joined_ = true;
   join_time_ = now;
-  if (metrics_) PublishGauges();
+  if (metrics_) {
+    if (Status s = PublishGauges(now); !s.ok()) return s;
+  }
   for (size_t i = late_first_rank_; i < fleet_->size(); ++i) published_next_[i] = 0;
   return WaitConnected(*fleet_, kvidx_, o_.catch_up_timeout);
 }
@@ -361,7 +416,8 @@ void Loop::OnFinished(const EngineRequest& r, double now) {
   rep_.output_tokens += req.output_tokens;
   rep_.makespan_s = std::max(rep_.makespan_s, now - reqs_.front().arrival);
   ++rep_.requests;
-  Status s = policy_->Done(f.decision, req.prompt_tokens, f.cached_tokens);
+  Status s = SyncClock(now);
+  if (s.ok()) s = policy_->Done(f.decision, req.prompt_tokens, f.cached_tokens);
   if (!s.ok() && failure_.ok()) failure_ = s;
   flights_.erase(it);
 }
@@ -373,8 +429,7 @@ Status Loop::Handle(const Ev& e) {
     case EvKind::kJoin:
       return OnJoin(e.t);
     case EvKind::kScrapeTick:
-      OnScrapeTick(e.t);
-      return Status::Ok();
+      return OnScrapeTick(e.t);
     case EvKind::kEnqueue: {
       const Flight& f = flights_.at(e.a);
       const TimedRequest& r = reqs_[f.req];
@@ -395,8 +450,8 @@ Result<TimedReport> Loop::Run() {
   rep_.policy = o_.policy;
   if (Status s = Setup(); !s.ok()) return s;
   for (size_t i = 0; i < reqs_.size(); ++i) Push(reqs_[i].arrival, EvKind::kArrival, i);
-  if (metrics_) OnScrapeTick(reqs_.front().arrival);
   Status s;
+  if (metrics_) s = OnScrapeTick(reqs_.front().arrival);
   while (!events_.empty() && s.ok() && failure_.ok()) {
     const Ev e = events_.top();
     events_.pop();

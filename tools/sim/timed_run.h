@@ -44,6 +44,10 @@ struct TimedRunOptions {
   // are published on their /metrics (MetricsEndpoint), and the next decision
   // waits until kvidx has scraped them. 0: no /metrics, Route runs on its
   // own accounting.
+  // On a server with routing.clock: simulated the loop also moves the
+  // server's route clock to simulated time before every Route, RouteDone
+  // and scrape, and scrapes by ScrapeLoads: Route's time terms then follow
+  // the simulation and the kvidx rows repeat exactly.
   double scrape_interval_s = 0;
   std::chrono::milliseconds catch_up_timeout{20000};
   uint64_t seed = 7;
@@ -64,6 +68,7 @@ struct TimedReport {
   double join_to_half_share_s = -1;   // join_at: simulated seconds until half a fair share (< 0: never)
   uint64_t kvidx_waits = 0;           // catch-up barriers before decisions
   uint64_t scrape_waits = 0;          // decisions that waited for kvidx to scrape a new snapshot
+  bool server_clock = false;          // kvidx Route ran on simulated time (routing.clock: simulated)
   double wall_s = 0;
 
   double Percentile(double p) const;  // of ttft_s, seconds

@@ -49,7 +49,9 @@ engine model (tools/sim/engine_model.h)
   --scrape-interval S   simulated seconds between the engines' /metrics updates that kvidx
                         scrapes for Route (1; 0 = no /metrics). The server needs a short
                         routing.scrape_interval_ms (e.g. 10): each decision after an update
-                        waits until kvidx has scraped it
+                        waits until kvidx has scraped it. With routing.clock: simulated
+                        the loop drives the server's route clock and scrapes itself
+                        (AdvanceClock, ScrapeLoads): kvidx's rows repeat exactly
 output
   --markdown            the table as Markdown
 (--server, --token-file, --timeout-ms (30000 here), --json: as for the kvidx CLI)
@@ -233,7 +235,8 @@ void PrintJson(const Setup& s, const std::vector<TimedReport>& reports) {
                                {"hit_rate", r.hit_rate()}, {"imbalance", r.imbalance()}, {"bursts", r.bursts},
                                {"burst_computations", r.burst_computations},
                                {"join_to_half_share_s", r.join_to_half_share_s}, {"requests", r.requests},
-                               {"kvidx_waits", r.kvidx_waits}, {"scrape_waits", r.scrape_waits}, {"wall_s", r.wall_s}});
+                               {"kvidx_waits", r.kvidx_waits}, {"scrape_waits", r.scrape_waits},
+                               {"server_clock", r.server_clock ? "simulated" : "wall"}, {"wall_s", r.wall_s}});
   }
   std::printf("%s\n", out.dump(2).c_str());
 }
@@ -257,6 +260,11 @@ int TtftMain(int argc, char** argv) {
     if (!cl.json()) std::fprintf(stderr, "kvidx-sim ttft: %s: %zu requests...\n", p.c_str(), s.requests.size());
     Result<TimedReport> r = RunTimed(o, s.requests, *kvidx);
     if (!r.ok()) return cl.Fail(p + ": " + r.status().ToString());
+    if (p == "kvidx" && !cl.json()) {
+      std::fprintf(stderr, "kvidx-sim ttft: kvidx Route ran on %s\n",
+                   r->server_clock ? "simulated time (routing.clock: simulated): its row repeats exactly"
+                                   : "the server's wall clock (routing.clock: wall): its row may vary a little");
+    }
     reports.push_back(std::move(r).value());
   }
   if (cl.json()) {
