@@ -93,7 +93,7 @@ LoadScraper::Round LoadScraper::ScrapeOnce() {
   Round round;
   if (fetches.empty()) return round;
   fetches = FetchAll(std::move(fetches));
-  const Clock::time_point at = opts_.now ? opts_.now() : Clock::now();
+  const Clock::time_point at = Now();
   for (const Fetch& f : fetches) {
     Record(f, at);
     ++round.targets;

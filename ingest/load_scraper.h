@@ -10,9 +10,13 @@
 // sends can crash the scraper: bodies go through ParseEngineLoad, which
 // counts what it cannot use.
 //
+// Without Start(), nothing scrapes until ScrapeOnce is called: a server on
+// a simulated route clock scrapes that way, at simulated times.
+//
 // Thread-safety: SetTargets, Get and stats may be called from any thread;
 // the readings are guarded by one mutex held for map lookups only (never
-// across I/O). ScrapeOnce runs a round on the calling thread (tests).
+// across I/O). ScrapeOnce runs a round on the calling thread, never
+// concurrently with another round.
 #pragma once
 
 #include <atomic>
@@ -82,8 +86,14 @@ class LoadScraper {
   };
   Round ScrapeOnce();
 
-  // The latest good reading of `replica`'s rank, if any scrape succeeded.
-  std::optional<Reading> Get(std::string_view replica, uint32_t dp_rank, Clock::time_point now = Clock::now()) const;
+  // The latest good reading of `replica`'s rank, if any scrape succeeded;
+  // its age is measured on the clock the readings are stamped with
+  // (Options::now), or at `now`.
+  std::optional<Reading> Get(std::string_view replica, uint32_t dp_rank) const {
+    return Get(replica, dp_rank, Now());
+  }
+  std::optional<Reading> Get(std::string_view replica, uint32_t dp_rank, Clock::time_point now) const;
+  Clock::time_point Now() const { return opts_.now ? opts_.now() : Clock::now(); }
   std::map<std::string, TargetStats, std::less<>> stats() const;
 
  private:

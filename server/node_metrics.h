@@ -87,7 +87,8 @@ inline constexpr MetricFamily kRouteDeliveredCached{
 inline constexpr MetricFamily kEngineScrapes{"kvidx_engine_scrapes_total", K::kCounter,
                                              "Engine /metrics scrapes by replica and result (ok | error)."};
 inline constexpr MetricFamily kEngineScrapeAge{"kvidx_engine_scrape_age_seconds", K::kGauge,
-                                               "Age of each engine's last good /metrics reading (-1: none yet)."};
+                                               "Age of each engine's last good /metrics reading on Route's clock "
+                                               "(simulated seconds with routing.clock: simulated; -1: none yet)."};
 inline constexpr MetricFamily kEngineLoadInvalid{
     "kvidx_engine_load_invalid_total", K::kCounter,
     "Unusable parts of engine /metrics answers per replica: impossible gauge values and malformed lines."};

@@ -8,7 +8,9 @@
 // before each call, gets the same decisions on every run whatever the
 // machine's load.
 //
-// Thread-safe: Now() is one relaxed atomic load; Advance() one add.
+// Thread-safe: Now() is one relaxed atomic load; Advance() a
+// compare-and-swap. Advance is relative, so one simulator drives a clock:
+// two driving one server would add their steps up.
 #pragma once
 
 #include <atomic>
