@@ -53,7 +53,8 @@ class LookupPipeline {
  public:
   using Shards = std::array<Shard, kShards>;
 
-  LookupPipeline(const Shards& shards, std::span<const BlockKey> keys) : shards_(shards), keys_(keys) {
+  [[gnu::always_inline]] LookupPipeline(const Shards& shards, std::span<const BlockKey> keys)
+      : shards_(shards), keys_(keys) {
     const size_t n = keys_.size();
     for (size_t j = 0; j < std::min(n, kGroupAhead); ++j) {
       pk_[j].Set(keys_[j]);

@@ -39,7 +39,7 @@ class OwnerPool {
   OwnerPool& operator=(const OwnerPool&) = delete;
 
   // The words at `off`, or nullptr if its chunk does not exist (stale read).
-  AWord* At(uint32_t off) const {
+  [[gnu::always_inline]] AWord* At(uint32_t off) const {
     AWord* chunk = dir_.Get(off >> kPoolChunkBits);
     return chunk == nullptr ? nullptr : &chunk[off & (kPoolChunk - 1)];
   }

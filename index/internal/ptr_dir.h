@@ -23,7 +23,7 @@ class PtrDir {
   ~PtrDir() { Unmap(p_, n_ * sizeof(std::atomic<T*>)); }
   PtrDir(const PtrDir&) = delete;
   PtrDir& operator=(const PtrDir&) = delete;
-  T* Get(size_t i) const {
+  [[gnu::always_inline]] T* Get(size_t i) const {
     if (i < kHead) return head_[i].load(std::memory_order_acquire);
     return i < n_ ? p_[i].load(std::memory_order_acquire) : nullptr;
   }

@@ -71,7 +71,7 @@ class Table {
     __builtin_prefetch(&ctrl_[g]);
     __builtin_prefetch(&slots_[g * 8]);
   }
-  uint32_t PeekId(uint64_t hash) const {
+  [[gnu::always_inline]] uint32_t PeekId(uint64_t hash) const {
     uint32_t g = GroupOf(hash, groups_);
     uint64_t m = MatchTag(ctrl_[g].load(std::memory_order_relaxed), TagOf(hash));
     return m == 0 ? kNoId : Ld(slots_[g * 8 + LowestByte(m)]);
