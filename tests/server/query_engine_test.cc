@@ -12,11 +12,8 @@ namespace {
 class QueryEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    a_ = MakeRank("a");
-    b_ = MakeRank("b");
+    ServerConfig cfg = TwoRankConfig(dir_, &a_, &b_);
     ASSERT_TRUE(a_ && b_);
-    ServerConfig cfg = TestConfig(dir_, /*persistent=*/false);
-    cfg.engines = {EngineFor(*a_), EngineFor(*b_)};
     Result<std::unique_ptr<Node>> n = Node::Create(cfg);
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     node_ = std::move(n).value();

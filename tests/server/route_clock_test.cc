@@ -32,11 +32,8 @@ grpc::Status ScrapeNow(v1::KvIndexAdmin::Stub* admin, v1::ScrapeLoadsResponse* r
 class RouteClockTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    a_ = MakeRank("a");
-    b_ = MakeRank("b");
+    ServerConfig cfg = TwoRankConfig(dir_, &a_, &b_);
     ASSERT_TRUE(a_ && b_);
-    ServerConfig cfg = TestConfig(dir_, /*persistent=*/false);
-    cfg.engines = {EngineFor(*a_), EngineFor(*b_)};
     cfg.engines[0].metrics_url = http_.Url("/a/metrics");
     cfg.routing.simulated_clock = true;
     cfg.routing.scrape_interval_ms = 10;   // would be 100 background scrapes a second

@@ -15,11 +15,8 @@ namespace {
 class RouteTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    a_ = MakeRank("a");
-    b_ = MakeRank("b");
+    ServerConfig cfg = TwoRankConfig(dir_, &a_, &b_);
     ASSERT_TRUE(a_ && b_);
-    ServerConfig cfg = TestConfig(dir_, /*persistent=*/false);
-    cfg.engines = {EngineFor(*a_), EngineFor(*b_)};
     cfg.engines[0].metrics_url = http_.Url("/a/metrics");
     cfg.routing.scrape_interval_ms = 50;
     cfg.routing.stale_after_ms = 400;

@@ -102,6 +102,17 @@ inline ServerConfig TestConfig(const TempDir& dir, bool persistent = true) {
   return c;
 }
 
+// Two engines "a" and "b" (SimRank) and an in-memory config that lists
+// both: the usual start of a fixture. Check *a and *b before use.
+inline ServerConfig TwoRankConfig(const TempDir& dir, std::unique_ptr<sim::SimRank>* a,
+                                  std::unique_ptr<sim::SimRank>* b) {
+  *a = MakeRank("a");
+  *b = MakeRank("b");
+  ServerConfig cfg = TestConfig(dir, /*persistent=*/false);
+  if (*a && *b) cfg.engines = {EngineFor(**a), EngineFor(**b)};
+  return cfg;
+}
+
 inline std::vector<int64_t> Prompt(uint64_t seed, size_t tokens) {
   std::mt19937_64 rng(seed);
   std::vector<int64_t> t(tokens);

@@ -80,6 +80,20 @@ TEST(TimedWorkloadTest, BurstsAreGroupsOfIdenticalPromptsArrivingTogether) {
   EXPECT_EQ(MakeSynthetic(o).status().code(), StatusCode::kInvalidArgument);
 }
 
+// Three single-rank replicas of 512 blocks whose /metrics Route reads over
+// HTTP every 0.25 simulated seconds.
+TimedRunOptions ThreeRanks(const std::string& policy) {
+  TimedRunOptions o;
+  o.policy = policy;
+  o.fleet = testing::SmallFleet();
+  o.fleet.replicas = 3;
+  o.fleet.dp = 1;
+  o.fleet.blocks_per_rank = 512;
+  o.catch_up_timeout = std::chrono::seconds(20);
+  o.scrape_interval_s = 0.25;
+  return o;
+}
+
 TEST(TimedRunTest, EveryPolicyRunsOnTheSameRequestsAgainstARealServer) {
   testing::SimHarness h;
   FleetOptions fleet = testing::SmallFleet();
@@ -96,14 +110,7 @@ TEST(TimedRunTest, EveryPolicyRunsOnTheSameRequestsAgainstARealServer) {
   Result<std::vector<TimedRequest>> reqs = MakeSynthetic(w);
   ASSERT_TRUE(reqs.ok());
   for (const std::string& policy : FleetPolicyNames()) {
-    TimedRunOptions o;
-    o.policy = policy;
-    o.fleet = testing::SmallFleet();
-    o.fleet.replicas = 3;
-    o.fleet.dp = 1;
-    o.fleet.blocks_per_rank = 512;
-    o.catch_up_timeout = std::chrono::seconds(20);
-    o.scrape_interval_s = 0.25;  // Route reads the ranks' /metrics over HTTP
+    const TimedRunOptions o = ThreeRanks(policy);
     Result<TimedReport> r = RunTimed(o, reqs.value(), h.client());
     ASSERT_TRUE(r.ok()) << policy << ": " << r.status().ToString();
     EXPECT_EQ(r->requests, 32u) << policy;
@@ -148,15 +155,8 @@ TEST(TimedRunTest, KvidxRunsRepeatExactlyOnSimulatedTime) {
   w.question_max = 256;
   Result<std::vector<TimedRequest>> reqs = MakeSynthetic(w);
   ASSERT_TRUE(reqs.ok()) << reqs.status().ToString();
-  TimedRunOptions o;
-  o.policy = "kvidx";
-  o.fleet = testing::SmallFleet();
-  o.fleet.replicas = 3;
-  o.fleet.dp = 1;
-  o.fleet.blocks_per_rank = 512;
+  TimedRunOptions o = ThreeRanks("kvidx");
   o.engine.prefill_cost_s = 250e-6;   // 4,000 tokens/s: the hot prompt overloads a rank
-  o.catch_up_timeout = std::chrono::seconds(20);
-  o.scrape_interval_s = 0.25;
   Result<TimedReport> first = RunTimed(o, reqs.value(), h.client());
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   // Wall time passes between the runs; simulated time does not care.
