@@ -50,10 +50,17 @@ TEST_F(CliTest, StatusJson) {
   StartServer(true, {StorePayload(1000, 4)});
   ASSERT_TRUE(WaitMatched({1000, 1001, 1002, 1003}, "r1", 4));
   ASSERT_TRUE(WaitSourceState("r1/dp0", v1::SOURCE_STATE_EXACT));
-  const CliResult r = RunKvidx("status --json --server " + Target());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const JsonValue v = ParseJson(r.out);
-  ASSERT_TRUE(v.is_object());
+  // The probe replay that follows a connect (ReplayOptions::probe_delay)
+  // can show the source REPLAYING for an instant after it was EXACT: read
+  // until it has settled.
+  CliResult r;
+  JsonValue v;
+  ASSERT_TRUE(WaitUntil([&] {
+    r = RunKvidx("status --json --server " + Target());
+    if (r.exit_code != 0) return false;
+    v = ParseJson(r.out);
+    return v.is_object() && v["sources_by_state"]["EXACT"].as_int() == 1;
+  })) << r.err << r.out;
   for (const char* key : {"version", "uptime_seconds", "serving", "models", "sources_by_state", "applied_batches",
                           "events", "batches_lost", "gaps", "queries", "snapshot_age_seconds"}) {
     EXPECT_TRUE(v.has(key)) << key << " missing in " << r.out;
@@ -77,11 +84,15 @@ TEST_F(CliTest, StatusJson) {
 TEST_F(CliTest, SourcesJsonNeedsToken) {
   StartServer(true, {StorePayload(1000, 2)});
   ASSERT_TRUE(WaitSourceState("r1/dp0", v1::SOURCE_STATE_EXACT));
-  const CliResult r = RunKvidx("sources --json " + Conn());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const JsonValue v = ParseJson(r.out);
-  ASSERT_TRUE(v.is_array()) << r.out;
-  ASSERT_EQ(v.items.size(), 1u);
+  // As in StatusJson: read until the connect's probe replay is over.
+  CliResult r;
+  JsonValue v;
+  ASSERT_TRUE(WaitUntil([&] {
+    r = RunKvidx("sources --json " + Conn());
+    if (r.exit_code != 0) return false;
+    v = ParseJson(r.out);
+    return v.is_array() && v.items.size() == 1 && v.items[0]["state"].text == "EXACT";
+  })) << r.err << r.out;
   const JsonValue& s = v.items[0];
   EXPECT_EQ(s["source"].text, "r1/dp0");
   EXPECT_EQ(s["replica"].text, "r1");
