@@ -162,6 +162,17 @@ void PrintImpl(const Impl& impl) {
       f.removed_per_s, f.p50_ns / 1000, f.p99_ns / 1000, f.bytes_per_held_block, r.held_blocks, f.query_share,
       f.store_share, f.remove_share, f.cpu_share);
   std::printf("w2 impl=%s checksum %s\n", impl.name, ChecksumLine(r.checksum).c_str());
+  const IndexMemory& m = r.memory;
+  if (m.total() > 0 && r.held_blocks > 0) {
+    // Allocated (not resident) bytes per held block, by part, at the end of the first run.
+    const double held = static_cast<double>(r.held_blocks);
+    std::printf(
+        "w2 impl=%s allocated_bytes_per_held_block=%.1f tables=%.1f records=%.1f owners=%.1f spill=%.1f "
+        "sources=%.1f\n",
+        impl.name, static_cast<double>(m.total()) / held, static_cast<double>(m.tables) / held,
+        static_cast<double>(m.records) / held, static_cast<double>(m.owners) / held,
+        static_cast<double>(m.spill) / held, static_cast<double>(m.sources) / held);
+  }
 }
 
 // > 1 means kvidx is better, for every column (W1's convention).

@@ -8,6 +8,7 @@
 //   Status Store(uint32_t replica, std::span<const Key> run, const Key* parent);
 //   Status Remove(uint32_t replica, std::span<const Key> blocks);
 //   uint64_t HeldBlocks(uint32_t replica) const;   // distinct blocks, for the end-of-run check
+//   IndexMemory Memory() const;            // optional: bytes allocated by part
 //
 // Replica r is source r, DP rank 0, tier GPU, group 0: the same calls
 // w1_bench.cc makes. Single-threaded.
@@ -35,6 +36,7 @@ class KvidxW2Index {
   Status Store(uint32_t replica, std::span<const Key> run, const Key* parent);
   Status Remove(uint32_t replica, std::span<const Key> blocks);
   uint64_t HeldBlocks(uint32_t replica) const;
+  IndexMemory Memory() const { return index_.Memory(); }
 
  private:
   BlockIndex index_;

@@ -24,6 +24,7 @@
 #include "bench/child_process.h"
 #include "bench/w2_fleet.h"
 #include "bench/w2_trace.h"
+#include "index/block_index.h"
 #include "base/status.h"
 
 namespace kvidx::bench {
@@ -50,6 +51,7 @@ struct W2Run {
   double p50_ns = 0, p99_ns = 0;  // per-request query latency
   uint64_t rss_growth = 0;        // bytes, from before the index is created to the end
   uint64_t held_blocks = 0;       // blocks the fleet holds at the end
+  IndexMemory memory;             // at the end, for indexes that report it (all zero otherwise)
   // The routed replica's match over requests (what a query walk must cover;
   // a property of the workload, equal for every correct index).
   uint32_t match_p50 = 0, match_p90 = 0, match_p99 = 0, match_max = 0;
@@ -116,6 +118,7 @@ class W2Replay {
     const uint64_t rss1 = ResidentBytes();
     out_.rss_growth = rss1 > rss0 ? rss1 - rss0 : 0;
     out_.held_blocks = fleet_.held_blocks();
+    if constexpr (requires(const Index& i) { i.Memory(); }) out_.memory = index.Memory();
     SetPercentiles();
     out_.ok = IndexAgreesWithFleet(index);
     return out_;

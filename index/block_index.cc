@@ -536,6 +536,25 @@ Status BlockIndex::ReleaseSource(SourceId source) {
   return Status::Ok();
 }
 
+IndexMemory BlockIndex::Memory() const {
+  IndexMemory m;
+  const uint32_t n_models = impl_->model_count.load(std::memory_order_acquire);
+  for (ModelId id = 0; id < n_models; ++id) {
+    Model* model = impl_->GetModel(id);
+    if (model == nullptr) continue;
+    for (Shard& sh : model->shards) {
+      Shard::WriteLock lock(sh);
+      const Shard::Bytes b = sh.MemoryBytes();
+      m.tables += b.table;
+      m.records += b.records;
+      m.owners += b.owners;
+      m.spill += b.spill;
+    }
+  }
+  for (SourceId s = 0; s < kMaxSources; ++s) m.sources += SourceMemoryBytes(s);
+  return m;
+}
+
 size_t BlockIndex::SourceMemoryBytes(SourceId source) const {
   SourceData* src = impl_->GetSource(source);
   if (src == nullptr) return 0;

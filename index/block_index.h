@@ -140,6 +140,18 @@ struct IndexSnapshot {
   std::vector<OwnerRecord> owners;   // sorted: model, key, source, tier, group
 };
 
+// Bytes allocated, by part. Chunks are committed as they are written, so
+// resident memory can be less than this. tables: the per-shard hash tables
+// (a control byte and a 4-byte id per slot); records: 16 bytes per record
+// handed out, live or free for reuse; owners: the pool of owner arrays for
+// blocks held by more than one (source, tier, group); spill: exact counts
+// past an owner word's range (estimated); sources: per-source membership
+// sets and recency histograms.
+struct IndexMemory {
+  size_t tables = 0, records = 0, owners = 0, spill = 0, sources = 0;
+  size_t total() const { return tables + records + owners + spill + sources; }
+};
+
 class BlockIndex {
  public:
   BlockIndex();
@@ -208,6 +220,10 @@ class BlockIndex {
   size_t SourceMemoryBytes(SourceId source) const;
   // Distinct blocks (any owner) per model.
   uint64_t BlockCount(ModelId model) const;
+  // Heap bytes the index has allocated, by part, over every model and
+  // source. Takes each shard's and source's writer mutex in turn: for
+  // /metrics and diagnosis, not per request.
+  IndexMemory Memory() const;
 
   // --- Persistence hooks -----------------------------------------------------
   // A deterministic snapshot of everything the index believes. Consistent if

@@ -432,6 +432,12 @@ std::vector<MetricSample> Node::RenderMetrics() const {
   for (const auto& model : models_) {
     add(m::kIndexBlocks, d(index_.BlockCount(model->id)), {{"model", model->config.name}});
   }
+  const IndexMemory mem = index_.Memory();
+  for (const auto& [part, bytes] : {std::pair{"tables", mem.tables}, std::pair{"records", mem.records},
+                                    std::pair{"owners", mem.owners}, std::pair{"spill", mem.spill},
+                                    std::pair{"sources", mem.sources}}) {
+    add(m::kIndexMemory, d(bytes), {{"part", part}});
+  }
   const size_t n = sources_.size();
   add(m::kSourceIdsFree, d(kMaxSources - n));
   for (SourceId id = 0; id < n; ++id) {

@@ -12,6 +12,10 @@ using K = MetricKind;
 
 inline constexpr MetricFamily kIndexBlocks{"kvidx_index_blocks", K::kGauge,
                                            "Distinct blocks held by any source, per model."};
+inline constexpr MetricFamily kIndexMemory{
+    "kvidx_index_memory_bytes", K::kGauge,
+    "Heap bytes the block index has allocated, by part (tables, records, owners, spill, sources); pages are "
+    "committed as written, so resident memory can be less."};
 inline constexpr MetricFamily kSourceIdsFree{
     "kvidx_source_ids_free", K::kGauge,
     "Source ids left: (replica, DP rank) pairs never seen before that this data directory can still add."};
@@ -128,7 +132,7 @@ namespace kvidx::server {
 inline MetricFamilyTable NodeMetricFamilies() {
   using namespace metric;  // NOLINT: the table reads as the list it is
   static constexpr const MetricFamily* kTable[] = {
-      &kIndexBlocks,      &kSourceIdsFree,     &kSourceBlocks,
+      &kIndexBlocks,      &kIndexMemory,       &kSourceIdsFree,     &kSourceBlocks,
       &kGpuCopies,        &kGpuCapacity,       &kOverCapacity,
       &kStoredBlocks,     &kRemovedBlocks,     &kUnindexedBlocks,    &kBlockHits,       &kDuplicateCopies,
       &kDriftRemoveUnknown, &kDriftOrphanStore, &kDriftReusedUnknown, &kSourceClears,    &kEvictionRank,

@@ -49,6 +49,10 @@ class OwnerPool {
   // Returns the block of class `cls` at `off`.
   void Free(uint32_t off, uint32_t cls);
   uint32_t chunks() const { return chunks_; }
+  // Bytes of the chunks allocated (used or free) and the free-block bitmap.
+  size_t MemoryBytes() const {
+    return size_t{chunks_} * kPoolChunk * sizeof(AWord) + free_bits_.capacity() * sizeof(uint64_t);
+  }
 
  private:
   // Free block words: [0] next, [1] prev (kNoId ends), [2] class.

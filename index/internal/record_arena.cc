@@ -55,6 +55,15 @@ uint32_t RecordArena::Alloc() {
   return id;
 }
 
+size_t RecordArena::MemoryBytes() const {
+  const uint32_t chunks = (top() + kRecChunk - 1) >> kRecChunkBits;
+  size_t bytes = size_t{chunks} * kRecChunk * sizeof(Rec);
+  if (has_side_.load(std::memory_order_acquire)) {
+    for (uint32_t c = 0; c < chunks; ++c) bytes += side_dir_.Get(c) != nullptr ? kRecChunk * sizeof(SideKey) : 0;
+  }
+  return bytes;
+}
+
 void RecordArena::Free(uint32_t id) {
   Rec* r = At(id);
   St(r->w[2], kSrcFree << 16);

@@ -52,6 +52,8 @@ class RecordArena {
   BlockKey KeyOf(uint32_t id) const;
   // Ids below this have been handed out (live or free).
   uint32_t top() const { return top_.load(std::memory_order_acquire); }
+  // Bytes of the chunks allocated (records and side keys), live or free.
+  size_t MemoryBytes() const;
 
   // A record id, reused or fresh; its words are the caller's to write.
   uint32_t Alloc();

@@ -133,6 +133,14 @@ class Shard {
   // Whether live record `id` has an owner of `source` (any tier or group).
   bool HasSource(uint32_t id, uint32_t source) const KVIDX_REQUIRES(mu_);
   uint32_t records_allocated() const KVIDX_REQUIRES(mu_) { return records_.top(); }
+  // Bytes allocated by part (see BlockIndex::Memory).
+  struct Bytes {
+    size_t table = 0, records = 0, owners = 0, spill = 0;
+  };
+  Bytes MemoryBytes() const KVIDX_REQUIRES(mu_) {
+    const Table* t = table_.load(std::memory_order_acquire);
+    return {t == nullptr ? 0 : t->bytes(), records_.MemoryBytes(), pool_.MemoryBytes(), spill_.MemoryBytes()};
+  }
 
  private:
   uint64_t ReadBegin() const {

@@ -22,6 +22,9 @@ class SpillMap {
   void Set(uint32_t id, uint32_t okey, OwnerCounts counts) { map_[Key(id, okey)] = counts; }
   void Erase(uint32_t id, uint32_t okey) { map_.erase(Key(id, okey)); }
   size_t size() const { return map_.size(); }
+  // An estimate: a node per entry (key, counts, next pointer, allocator
+  // overhead) and a pointer per bucket.
+  size_t MemoryBytes() const { return map_.size() * 32 + map_.bucket_count() * sizeof(void*); }
 
  private:
   static uint64_t Key(uint32_t id, uint32_t okey) { return (uint64_t{id} << 32) | okey; }

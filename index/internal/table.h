@@ -54,6 +54,8 @@ class Table {
 
   uint32_t groups() const { return groups_; }
   uint32_t capacity() const { return groups_ * 8; }
+  // Bytes allocated for control bytes and slots.
+  size_t bytes() const { return bytes_; }
   // How many ids fit before the table must be rebuilt (load 7/8).
   uint32_t max_load() const { return capacity() * 7 / 8; }
 

@@ -1,6 +1,6 @@
 // BlockIndex::ReleaseSource: a removed source's blocks and working memory
 // go, its counters stay, other sources are untouched, and the id can be
-// used again.
+// used again. BlockIndex::Memory: the bytes allocated, by part.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -66,6 +66,39 @@ TEST(SourceRelease, FreesTheSourcesStateAndLeavesOthersAlone) {
   std::vector<BlockKey> order;
   ASSERT_TRUE(index.PeekEvictionOrder(m, 0, 10, &order).ok());
   EXPECT_EQ(order.size(), 3u);
+}
+
+TEST(IndexMemory, PartsFollowWhatIsStored) {
+  BlockIndex index;
+  const ModelId m = index.AddModel("m").value();
+  const IndexMemory empty = index.Memory();
+  EXPECT_EQ(empty.records, 0u);
+  EXPECT_EQ(empty.owners, 0u);
+  EXPECT_EQ(empty.sources, 0u);
+
+  const std::vector<BlockKey> chain = Range(1, 20001);
+  ASSERT_TRUE(index.Store(m, 0, Tier::kGpu, kG0, chain, std::nullopt).ok());
+  const IndexMemory one = index.Memory();
+  EXPECT_GE(one.records, 20000u * 16);           // a 16-byte record per block
+  EXPECT_GE(one.tables, 20000u * 5);             // a control byte and a 4-byte id per slot
+  EXPECT_EQ(one.owners, 0u) << "one owner per block fits its record";
+  EXPECT_GT(one.sources, 0u);                    // source 0's membership set
+  EXPECT_EQ(one.total(), one.tables + one.records + one.owners + one.spill + one.sources);
+
+  // A second holder of the same blocks needs owner arrays from the pool.
+  ASSERT_TRUE(index.Store(m, 1, Tier::kGpu, kG0, chain, std::nullopt).ok());
+  const IndexMemory two = index.Memory();
+  EXPECT_GT(two.owners, 0u);
+  EXPECT_EQ(two.records, one.records) << "no new records for known blocks";
+  EXPECT_GT(two.sources, one.sources);
+
+  // Released sources give their sets back; records stay allocated for reuse.
+  ASSERT_TRUE(index.ReleaseSource(0).ok());
+  ASSERT_TRUE(index.ReleaseSource(1).ok());
+  const IndexMemory gone = index.Memory();
+  EXPECT_LT(gone.sources, one.sources);
+  EXPECT_EQ(gone.records, one.records);
+  EXPECT_EQ(index.BlockCount(m), 0u);
 }
 
 }  // namespace
