@@ -26,6 +26,13 @@ Status CheckMetricsUrl(const std::string& u) {
   return Status::Ok();
 }
 
+// `st` as the call's answer, its code recorded by the call's timer.
+grpc::Status Answered(RpcTimer& timer, const Status& st) {
+  grpc::Status s = ToGrpc(st);
+  timer.set_code(s.error_code());
+  return s;
+}
+
 }  // namespace
 
 Result<EngineEntry> EngineFromSpec(const v1::EngineSpec& spec) {
@@ -109,11 +116,7 @@ grpc::Status AdminService::AddEngine(grpc::ServerContext* ctx, const v1::AddEngi
     return ToGrpc(e.status());
   }
   Result<std::vector<std::string>> names = node_->AddEngine(e.value());
-  if (!names.ok()) {
-    grpc::Status s = ToGrpc(names.status());
-    timer.set_code(s.error_code());
-    return s;
-  }
+  if (!names.ok()) return Answered(timer, names.status());
   for (const std::string& n : names.value()) resp->add_sources(n);
   return grpc::Status::OK;
 }
@@ -125,9 +128,7 @@ grpc::Status AdminService::RemoveEngine(grpc::ServerContext* ctx, const v1::Remo
     timer.set_code(grpc::StatusCode::INVALID_ARGUMENT);
     return {grpc::StatusCode::INVALID_ARGUMENT, "replica: required"};
   }
-  grpc::Status s = ToGrpc(node_->RemoveEngine(req->replica()));
-  timer.set_code(s.error_code());
-  return s;
+  return Answered(timer, node_->RemoveEngine(req->replica()));
 }
 
 grpc::Status AdminService::ListSources(grpc::ServerContext* ctx, const v1::ListSourcesRequest*,
@@ -171,11 +172,7 @@ grpc::Status AdminService::TriggerSnapshot(grpc::ServerContext* ctx, const v1::T
                                            v1::TriggerSnapshotResponse* resp) {
   KVIDX_ADMIN_PROLOGUE(RpcMethod::kTriggerSnapshot);
   Result<SnapshotOutcome> out = snapshot_();
-  if (!out.ok()) {
-    grpc::Status s = ToGrpc(out.status());
-    timer.set_code(s.error_code());
-    return s;
-  }
+  if (!out.ok()) return Answered(timer, out.status());
   resp->set_generation(out->generation);
   resp->set_bytes(out->bytes);
   resp->set_duration_seconds(out->duration_seconds);
@@ -189,20 +186,14 @@ grpc::Status AdminService::Resync(grpc::ServerContext* ctx, const v1::ResyncRequ
     timer.set_code(grpc::StatusCode::INVALID_ARGUMENT);
     return {grpc::StatusCode::INVALID_ARGUMENT, "source: required"};
   }
-  grpc::Status s = ToGrpc(node_->Resync(req->source()));
-  timer.set_code(s.error_code());
-  return s;
+  return Answered(timer, node_->Resync(req->source()));
 }
 
 grpc::Status AdminService::AdvanceClock(grpc::ServerContext* ctx, const v1::AdvanceClockRequest* req,
                                         v1::AdvanceClockResponse* resp) {
   KVIDX_ADMIN_PROLOGUE(RpcMethod::kAdvanceClock);
   Result<uint64_t> now = node_->route_clock().Advance(req->by_us());
-  if (!now.ok()) {
-    grpc::Status s = ToGrpc(now.status());
-    timer.set_code(s.error_code());
-    return s;
-  }
+  if (!now.ok()) return Answered(timer, now.status());
   resp->set_now_us(*now);
   return grpc::Status::OK;
 }
@@ -211,11 +202,7 @@ grpc::Status AdminService::ScrapeLoads(grpc::ServerContext* ctx, const v1::Scrap
                                        v1::ScrapeLoadsResponse* resp) {
   KVIDX_ADMIN_PROLOGUE(RpcMethod::kScrapeLoads);
   Result<ingest::LoadScraper::Round> round = node_->ScrapeLoads();
-  if (!round.ok()) {
-    grpc::Status s = ToGrpc(round.status());
-    timer.set_code(s.error_code());
-    return s;
-  }
+  if (!round.ok()) return Answered(timer, round.status());
   resp->set_targets(round->targets);
   resp->set_failed(round->failed);
   return grpc::Status::OK;

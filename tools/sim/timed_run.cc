@@ -102,9 +102,9 @@ class Loop {
   std::unique_ptr<FleetPolicy> policy_;
   std::unique_ptr<MetricsEndpoint> metrics_;  // ScrapesLoad only
   bool scrape_pending_ = false;               // published since the last AwaitScrape
-  // routing.clock: simulated: the server's simulated microseconds at the
-  // first arrival, and the last time sent to it.
-  bool server_clock_ = false;
+  // routing.clock: simulated (rep_.server_clock): the server's simulated
+  // microseconds when the run began (the first arrival's time), and the
+  // last time sent to it.
   uint64_t clock_base_us_ = 0, clock_sent_us_ = 0;
   std::vector<std::unique_ptr<RankAdapter>> adapters_;
   std::vector<std::unique_ptr<EngineModel>> engines_;
@@ -231,7 +231,6 @@ Status Loop::ProbeServerClock() {
     return Status::Ok();
   }
   if (!s.ok()) return FromGrpc(s, "AdvanceClock");
-  server_clock_ = true;
   rep_.server_clock = true;
   clock_base_us_ = clock_sent_us_ = now_us;
   return Status::Ok();
@@ -240,7 +239,7 @@ Status Loop::ProbeServerClock() {
 // Moves the server's route clock to simulated time `now` (whole
 // microseconds since the first arrival, so every run sends the same steps).
 Status Loop::SyncClock(double now) {
-  if (!server_clock_) return Status::Ok();
+  if (!rep_.server_clock) return Status::Ok();
   const double since = std::max(0.0, now - reqs_.front().arrival);
   const uint64_t target = clock_base_us_ + static_cast<uint64_t>(std::llround(since * 1e6));
   if (target <= clock_sent_us_) return Status::Ok();
@@ -263,7 +262,7 @@ Status Loop::PublishGauges(double now) {
                               engines_[i]->waiting(), engines_[i]->kv_usage()});
   }
   metrics_->Publish(pages);
-  if (!server_clock_) {
+  if (!rep_.server_clock) {
     scrape_pending_ = true;
     return Status::Ok();
   }
