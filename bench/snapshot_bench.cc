@@ -232,8 +232,8 @@ int RunSnapshotBench(int argc, char** argv) {
     for (SourceId s = 0; s < sources.size(); ++s) {
       ingest::SourceWatermark w;
       w.source_id = s;
-      w.replica = sources.Get(s)->replica;
-      w.dp_rank = sources.Get(s)->dp_rank;
+      w.replica = SourceRegistry::Reader(sources).Get(s)->replica;
+      w.dp_rank = SourceRegistry::Reader(sources).Get(s)->dp_rank;
       w.model = "bench-model";
       w.has_seq = true;
       w.last_seq = 12345 + s;

@@ -536,6 +536,27 @@ Status BlockIndex::ReleaseSource(SourceId source) {
   return Status::Ok();
 }
 
+Status BlockIndex::ResetSource(SourceId source) {
+  if (source >= kMaxSources) return Status::OutOfRange("source id out of range");
+  SourceData* src = impl_->GetSource(source);
+  if (src == nullptr) return Status::Ok();
+  MutexLock lock(src->mu);
+  internal::SourceCounters& c = src->counters;
+  for (const auto& n : c.blocks_per_tier) {
+    if (n.load(std::memory_order_relaxed) != 0) {
+      return Status::FailedPrecondition("source " + std::to_string(source) + " still holds blocks");
+    }
+  }
+  for (std::atomic<uint64_t>* v : {&c.stored_blocks, &c.removed_blocks, &c.unindexed_blocks, &c.hits,
+                                   &c.duplicate_copies, &c.drift_remove_unknown, &c.drift_orphan_store,
+                                   &c.drift_reused_unknown, &c.clears, &c.gpu_copies, &c.gpu_capacity}) {
+    v->store(0, std::memory_order_relaxed);
+  }
+  c.state.store(0, std::memory_order_relaxed);
+  src->clock = 0;
+  return Status::Ok();
+}
+
 IndexMemory BlockIndex::Memory() const {
   IndexMemory m;
   const uint32_t n_models = impl_->model_count.load(std::memory_order_acquire);

@@ -182,11 +182,15 @@ class BlockIndex {
   Status ClearSource(SourceId source, std::optional<Tier> tier);
   // For a source that no longer exists: ClearSource of every tier, then frees
   // the source's working memory (recency histogram, membership sets) and
-  // forgets its capacity. Its counters (~200 bytes) stay, because the id
-  // stays reserved (SourceRegistry) and a source registered again under the
-  // same name continues them. Calls for the source may follow (it is then
-  // simply live again); none may run concurrently, as for every writer call.
+  // forgets its capacity. Its counters (~200 bytes) stay: a source
+  // registered again under the same name continues them. Calls for the
+  // source may follow (it is then simply live again); none may run
+  // concurrently, as for every writer call.
   Status ReleaseSource(SourceId source);
+  // For a released id that now names another source (SourceRegistry
+  // reused it): zeroes its counters and state. FailedPrecondition if the
+  // source still holds a block (ReleaseSource did not run or failed).
+  Status ResetSource(SourceId source);
 
   // --- Source metadata ------------------------------------------------------
   void SetSourceState(SourceId source, SourceState state);

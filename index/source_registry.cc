@@ -1,5 +1,7 @@
 #include "index/source_registry.h"
 
+#include <algorithm>
+
 namespace kvidx {
 
 namespace {
@@ -11,33 +13,73 @@ std::string NameKey(std::string_view replica, uint32_t dp_rank) {
 }
 }  // namespace
 
-Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_rank) {
+SourceRegistry::SourceRegistry(Options options) : opts_(std::move(options)) {}
+
+SourceRegistry::~SourceRegistry() {
+  for (size_t c = 0; c <= kMaxSources / kChunk; ++c) {
+    std::atomic<SourceInfo*>* chunk = chunks_[c].load(std::memory_order_relaxed);
+    if (chunk == nullptr) continue;
+    for (size_t i = 0; i < kChunk; ++i) delete chunk[i].load(std::memory_order_relaxed);
+    delete[] chunk;
+  }
+}
+
+Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_rank, bool* reused) {
+  if (reused != nullptr) *reused = false;
   MutexLock lock(mu_);
   std::string key = NameKey(replica, dp_rank);
-  auto it = by_name_.find(key);
-  if (it != by_name_.end()) {
-    Slot(it->second)->live.store(true, std::memory_order_release);
-    return it->second;
+  if (auto it = by_name_.find(key); it != by_name_.end()) {
+    const SourceId id = it->second;
+    auto r = std::find_if(released_.begin(), released_.end(), [&](const auto& e) { return e.first == id; });
+    if (r != released_.end()) released_.erase(r);
+    Slot(id)->live.store(true, std::memory_order_release);
+    return id;
   }
-  size_t n = count_.load(std::memory_order_relaxed);
-  if (n >= kMaxSources) {
-    return Status::OutOfRange("too many sources: " + std::to_string(kMaxSources) +
-                              " distinct (replica, dp rank) pairs registered; ids of removed sources stay reserved");
+  auto* info = new SourceInfo;
+  info->replica = std::string(replica);
+  info->dp_rank = dp_rank;
+  info->live.store(true, std::memory_order_relaxed);
+  SourceId id;
+  if (std::optional<SourceId> old = TakeReusable()) {
+    id = *old;
+    const SourceInfo* prev = Slot(id);
+    by_name_.erase(NameKey(prev->replica, prev->dp_rank));
+    Publish(id, info);
+    if (reused != nullptr) *reused = true;
+  } else {
+    const size_t n = count_.load(std::memory_order_relaxed);
+    if (n >= kMaxSources) {
+      delete info;
+      return Status::OutOfRange("too many sources: all " + std::to_string(kMaxSources) +
+                                " source ids are live or were released less than reuse_after ago (" +
+                                std::to_string(released_.size()) + " released)");
+    }
+    id = static_cast<SourceId>(n);
+    Publish(id, info);
+    count_.store(n + 1, std::memory_order_release);
   }
-  size_t c = n / kChunk;
-  SourceInfo* chunk = chunks_[c].load(std::memory_order_relaxed);
+  by_name_.emplace(std::move(key), id);
+  return id;
+}
+
+std::optional<SourceId> SourceRegistry::TakeReusable() {
+  if (released_.empty()) return std::nullopt;
+  const Clock::time_point now = opts_.now ? opts_.now() : Clock::now();
+  if (now - released_.front().second < opts_.reuse_after) return std::nullopt;
+  const SourceId id = released_.front().first;
+  released_.pop_front();
+  return id;
+}
+
+void SourceRegistry::Publish(SourceId id, SourceInfo* info) {
+  std::atomic<std::atomic<SourceInfo*>*>& c = chunks_[id / kChunk];
+  std::atomic<SourceInfo*>* chunk = c.load(std::memory_order_relaxed);
   if (chunk == nullptr) {
-    owned_.emplace_back(new SourceInfo[kChunk]);
-    chunk = owned_.back().get();
-    chunks_[c].store(chunk, std::memory_order_release);
+    chunk = new std::atomic<SourceInfo*>[kChunk]();
+    c.store(chunk, std::memory_order_release);
   }
-  SourceInfo& info = chunk[n % kChunk];
-  info.replica = std::string(replica);
-  info.dp_rank = dp_rank;
-  info.live.store(true, std::memory_order_relaxed);
-  by_name_.emplace(std::move(key), static_cast<SourceId>(n));
-  count_.store(n + 1, std::memory_order_release);
-  return static_cast<SourceId>(n);
+  SourceInfo* prev = chunk[id % kChunk].exchange(info, std::memory_order_acq_rel);
+  if (prev != nullptr) epoch_.Retire(prev, [](void* p) { delete static_cast<SourceInfo*>(p); });
 }
 
 std::optional<SourceId> SourceRegistry::Find(std::string_view replica, uint32_t dp_rank) const {
@@ -47,12 +89,10 @@ std::optional<SourceId> SourceRegistry::Find(std::string_view replica, uint32_t 
   return it->second;
 }
 
-const SourceInfo* SourceRegistry::Get(SourceId id) const { return Slot(id); }
-
 SourceInfo* SourceRegistry::Slot(SourceId id) const {
   if (id >= count_.load(std::memory_order_acquire)) return nullptr;
-  SourceInfo* chunk = chunks_[id / kChunk].load(std::memory_order_acquire);
-  return chunk == nullptr ? nullptr : &chunk[id % kChunk];
+  std::atomic<SourceInfo*>* chunk = chunks_[id / kChunk].load(std::memory_order_acquire);
+  return chunk == nullptr ? nullptr : chunk[id % kChunk].load(std::memory_order_acquire);
 }
 
 void SourceRegistry::Retire(SourceId id) {
@@ -60,9 +100,19 @@ void SourceRegistry::Retire(SourceId id) {
   if (SourceInfo* info = Slot(id)) info->live.store(false, std::memory_order_release);
 }
 
-bool SourceRegistry::IsLive(SourceId id) const {
-  const SourceInfo* info = Get(id);
-  return info != nullptr && info->live.load(std::memory_order_acquire);
+void SourceRegistry::Release(SourceId id) {
+  MutexLock lock(mu_);
+  SourceInfo* info = Slot(id);
+  if (info == nullptr) return;
+  info->live.store(false, std::memory_order_release);
+  if (std::none_of(released_.begin(), released_.end(), [&](const auto& e) { return e.first == id; })) {
+    released_.emplace_back(id, opts_.now ? opts_.now() : Clock::now());
+  }
+}
+
+size_t SourceRegistry::ids_free() const {
+  MutexLock lock(mu_);
+  return kMaxSources - count_.load(std::memory_order_relaxed) + released_.size();
 }
 
 }  // namespace kvidx

@@ -73,11 +73,18 @@ Tier IndexSink::TierOf(const std::optional<std::string_view>& medium) {
 }
 
 void IndexSink::OnSourceAdded(const SourceSpec& spec) {
-  Result<SourceId> id = sources_->Register(spec.replica, spec.dp_rank);
+  bool reused = false;
+  Result<SourceId> id = sources_->Register(spec.replica, spec.dp_rank, &reused);
   Result<ModelId> model = index_->AddModel(spec.model);
   if (!id.ok() || !model.ok()) {
     Count(!id.ok() ? id.status() : model.status());
     return;
+  }
+  if (reused) {
+    if (Status s = index_->ResetSource(id.value()); !s.ok()) {
+      Count(s);
+      return;
+    }
   }
   auto b = std::make_unique<Binding>();
   b->source = id.value();
@@ -168,9 +175,14 @@ void IndexSink::OnSourceRemoved(const SourceSpec& spec) {
     bindings_.erase(it);
   }
   last_seq_by_id_[b->source].store(-1, std::memory_order_relaxed);
-  Count(index_->ReleaseSource(b->source));
+  const Status released = index_->ReleaseSource(b->source);
+  Count(released);
   index_->SetSourceState(b->source, SourceState::kDisconnected);
-  sources_->Retire(b->source);
+  if (released.ok()) {
+    sources_->Release(b->source);
+  } else {
+    sources_->Retire(b->source);   // blocks may remain: the id must not name another source
+  }
 }
 
 std::vector<SourceWatermark> IndexSink::Watermarks() const {

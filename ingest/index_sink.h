@@ -21,7 +21,8 @@
 // attention); other groups are not indexed by default anyway.
 //
 // Removing a source releases its index state (BlockIndex::ReleaseSource)
-// and retires its id in the SourceRegistry.
+// and releases its id in the SourceRegistry (retires it only if the index
+// could not drop its blocks: the id must then never name another source).
 //
 // The sink also keeps each source's watermark (last applied seq and the
 // engine timestamp of that batch), which snapshots record so that a restart

@@ -788,6 +788,7 @@ Status ConfigParser::ReadTop(const Value& v, ServerConfig* c) {
              {"heartbeat_timeout_ms", Int(0, kOneHourMs, &in.heartbeat_timeout_ms)},
              // 0 = unlimited (ZMQ_RCVHWM).
              {"sub_rcvhwm", Int(0, kInt32Max, &in.sub_rcvhwm)},
+             {"source_id_reuse_after_s", Int(0, 7 * 86400, &in.source_id_reuse_after_s)},
          });
        }},
       {"log",

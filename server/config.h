@@ -144,6 +144,9 @@ struct IngestConfig {
   uint32_t heartbeat_ivl_ms = 1000;
   uint32_t heartbeat_timeout_ms = 5000;
   int32_t sub_rcvhwm = 1'000'000;
+  // A removed source's id may name a new (replica, DP rank) after this
+  // long (SourceRegistry).
+  uint32_t source_id_reuse_after_s = 900;
 };
 
 // One discovery provider (docs/CONFIG.md "discovery"): engines of one model

@@ -33,8 +33,19 @@ ingest::LoadScraper::Options ScrapeOptions(const RoutingConfig& r, const RouteCl
 
 }  // namespace
 
+namespace {
+
+SourceRegistry::Options RegistryOptions(const IngestConfig& c) {
+  SourceRegistry::Options o;
+  o.reuse_after = std::chrono::seconds(c.source_id_reuse_after_s);
+  return o;
+}
+
+}  // namespace
+
 Node::Node(const ServerConfig& config)
     : config_(config),
+      sources_(RegistryOptions(config.ingest)),
       sink_(&index_, &sources_, &tiers_),
       route_clock_(config.routing.simulated_clock),
       scraper_(std::make_unique<ingest::LoadScraper>(ScrapeOptions(config.routing, &route_clock_))),
@@ -154,9 +165,13 @@ Status Node::Start() {
       keep = e != nullptr && e->engine.model == w.model;
     }
     if (!keep) {
-      (void)index_.ReleaseSource(w.source_id);
+      const Status released = index_.ReleaseSource(w.source_id);
       index_.SetSourceState(w.source_id, SourceState::kDisconnected);
-      sources_.Retire(w.source_id);
+      if (released.ok()) {
+        sources_.Release(w.source_id);
+      } else {
+        sources_.Retire(w.source_id);
+      }
       ++restore_.sources_dropped;
       spdlog::info("restored source {} dropped ({})", it->first,
                    configured.count(it->first) == 0 ? "no longer configured"
@@ -219,18 +234,36 @@ Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>*
   }
   std::map<uint32_t, ingest::Ingester::ResumePoint> watermarks;
   std::vector<SourceId> ids;
+  std::vector<bool> first_seen;   // the pair had no id before: it holds no blocks
   auto retire_all = [&] {
-    for (SourceId id : ids) sources_.Retire(id);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (first_seen[i]) {
+        sources_.Release(ids[i]);
+      } else {
+        sources_.Retire(ids[i]);
+      }
+    }
   };
   for (uint32_t r = 0; r < e.data_parallel_size; ++r) {
     const std::string name = ingest::SourceName(e.replica, r);
     names->push_back(name);
-    Result<SourceId> id = sources_.Register(e.replica, r);
+    bool reused = false;
+    const bool known = sources_.Find(e.replica, r).has_value();
+    Result<SourceId> id = sources_.Register(e.replica, r, &reused);
     if (!id.ok()) {
       retire_all();
       return id.status();
     }
     ids.push_back(id.value());
+    first_seen.push_back(!known);
+    if (reused) {
+      // The id named a removed source: nothing of it may show on this one.
+      if (Status s = index_.ResetSource(id.value()); !s.ok()) {
+        retire_all();
+        return s;
+      }
+      routes_->ForgetSource(id.value());
+    }
     index_.SetSourceCapacity(id.value(), entry.gpu_blocks);
     auto it = restored_.find(name);
     if (it == restored_.end()) continue;
@@ -391,23 +424,35 @@ Result<SnapshotOutcome> Node::Snapshot() {
     index_.DumpUnsorted(&data.index);
     marks = sink_.Watermarks();
     applied = sink_.stats().applied_batches.load(std::memory_order_relaxed);
+    // Identities in the cut too: a released id may name another source later.
+    const SourceRegistry::Reader names(sources_);
+    const size_t n = sources_.size();
+    for (SourceId id = 0; id < n; ++id) {
+      ingest::SourceWatermark w;
+      w.source_id = id;
+      if (const SourceInfo* info = names.Get(id)) {
+        w.replica = info->replica;
+        w.dp_rank = info->dp_rank;
+      }
+      data.sources.push_back(std::move(w));
+    }
   }
   SortSnapshot(&data.index);  // after the pause: ingest is already moving again
   std::map<SourceId, const ingest::SourceWatermark*> by_id;
   for (const ingest::SourceWatermark& w : marks) by_id[w.source_id] = &w;
   for (size_t i = 0; i < tiers_.size(); ++i) data.tier_names.emplace_back(tiers_.Name(static_cast<Tier>(i)));
-  const size_t n = sources_.size();
-  for (SourceId id = 0; id < n; ++id) {
-    const SourceInfo* info = sources_.Get(id);
-    ingest::SourceWatermark w;
-    if (auto it = by_id.find(id); it != by_id.end()) w = *it->second;  // model and stream position
-    // Identity as the registry has it (a retired id has none).
+  for (ingest::SourceWatermark& w : data.sources) {
+    const SourceId id = w.source_id;
+    if (auto it = by_id.find(id); it != by_id.end()) {
+      // Model and stream position from the sink; identity from the registry.
+      ingest::SourceWatermark mark = *it->second;
+      mark.replica = std::move(w.replica);
+      mark.dp_rank = w.dp_rank;
+      w = std::move(mark);
+    }
     w.source_id = id;
-    w.replica = info != nullptr ? info->replica : std::string();
-    w.dp_rank = info != nullptr ? info->dp_rank : 0;
     w.state = static_cast<uint8_t>(index_.GetSourceState(id));
     w.gpu_capacity_blocks = index_.GetSourceStats(id).gpu_capacity;
-    data.sources.push_back(std::move(w));
   }
   data.created_unix_ms = WallMillis();
   if (Status s = store_->Write(data); !s.ok()) return s;
@@ -419,6 +464,15 @@ Result<SnapshotOutcome> Node::Snapshot() {
   out.duration_seconds = Seconds(Clock::now() - t0);
   spdlog::info("snapshot generation {}: {} owners, {} bytes, {:.3f} s", out.generation, out.owners, out.bytes,
                out.duration_seconds);
+  return out;
+}
+
+std::map<SourceId, std::string> Node::LiveSourceNames() const {
+  std::map<SourceId, std::string> out;
+  const SourceRegistry::Reader names(sources_);
+  for (SourceId id = 0; id < sources_.size(); ++id) {
+    if (names.IsLive(id)) out.emplace(id, ingest::SourceName(names.Get(id)->replica, names.Get(id)->dp_rank));
+  }
   return out;
 }
 
@@ -438,12 +492,9 @@ std::vector<MetricSample> Node::RenderMetrics() const {
                                     std::pair{"sources", mem.sources}}) {
     add(m::kIndexMemory, d(bytes), {{"part", part}});
   }
-  const size_t n = sources_.size();
-  add(m::kSourceIdsFree, d(kMaxSources - n));
-  for (SourceId id = 0; id < n; ++id) {
-    const SourceInfo* info = sources_.Get(id);
-    if (info == nullptr || !sources_.IsLive(id)) continue;
-    const std::string src = ingest::SourceName(info->replica, info->dp_rank);
+  add(m::kSourceIdsFree, d(sources_.ids_free()));
+  const std::map<SourceId, std::string> live = LiveSourceNames();
+  for (const auto& [id, src] : live) {
     SourceIndexStats st = index_.GetSourceStats(id);
     for (const auto& [tier, blocks] : st.blocks_per_tier) {
       add(m::kSourceBlocks, d(blocks), {{"source", src}, {"tier", std::string(tiers_.Name(tier))}});
@@ -490,14 +541,13 @@ void Node::RenderRouteMetrics(std::vector<MetricSample>* out) const {
     out->push_back(MetricSample{&family, std::move(labels), v});
   };
   auto d = [](uint64_t v) { return static_cast<double>(v); };
+  const std::map<SourceId, std::string> live = LiveSourceNames();
   for (size_t r = 0; r < kNumRouteReasons; ++r) {
     const auto reason = static_cast<RouteReason>(r);
     add(m::kRouteDecisions, d(routes_->decisions(reason)), {{"reason", std::string(RouteReasonName(reason))}});
   }
   for (const auto& [id, f] : routes_->in_flight_by_source()) {
-    const SourceInfo* info = sources_.Get(id);
-    if (info == nullptr || !sources_.IsLive(id)) continue;
-    add(m::kRoutesInFlight, d(f.requests), {{"source", ingest::SourceName(info->replica, info->dp_rank)}});
+    if (auto it = live.find(id); it != live.end()) add(m::kRoutesInFlight, d(f.requests), {{"source", it->second}});
   }
   const RouteTracker::Stats ts = routes_->tracker_stats();
   add(m::kRoutePredictions, d(ts.predictions_confirmed), {{"how", "confirmed"}});
@@ -506,9 +556,9 @@ void Node::RenderRouteMetrics(std::vector<MetricSample>* out) const {
   add(m::kRoutesEnded, d(ts.expired), {{"how", "expired"}});
   add(m::kRoutesEnded, d(ts.evicted), {{"how", "evicted"}});
   for (const auto& [id, c] : routes_->cached_tokens_by_source()) {
-    const SourceInfo* info = sources_.Get(id);
-    if (info == nullptr || !sources_.IsLive(id)) continue;
-    const std::string src = ingest::SourceName(info->replica, info->dp_rank);
+    auto it = live.find(id);
+    if (it == live.end()) continue;
+    const std::string& src = it->second;
     add(m::kRoutePredictedCached, d(c.predicted), {{"source", src}});
     add(m::kRouteDeliveredCached, d(c.delivered), {{"source", src}});
   }

@@ -119,8 +119,9 @@ class Node {
   // an admin call; only what EngineOrigins reports differs.
   Result<std::vector<std::string>> AddEngine(const EngineEntry& engine, bool from_config = false);
   // Stops the engine's sources and releases them: their blocks, index state
-  // and metric series go; their ids stay reserved (SourceRegistry::Retire),
-  // so adding the same replica again reuses them.
+  // and metric series go; adding the same replica again gets their ids
+  // back, and after ingest.source_id_reuse_after_s a new replica may take
+  // them (SourceRegistry::Release).
   Status RemoveEngine(std::string_view replica);
   // Discovery's forms of the two (server/discovery.h): an engine found by
   // `provider` is added the same way, and only an engine that provider
@@ -166,6 +167,8 @@ class Node {
   // Takes `replica` out of the not-ready set, or puts it in.
   void MarkReady(std::string_view replica, bool ready);
   void RenderRouteMetrics(std::vector<MetricSample>* out) const;
+  // Live sources' ids and "<replica>/dp<rank>" names.
+  std::map<SourceId, std::string> LiveSourceNames() const;
   void UpdateScrapeTargetsLocked();
 
   const ServerConfig config_;

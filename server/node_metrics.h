@@ -18,7 +18,8 @@ inline constexpr MetricFamily kIndexMemory{
     "committed as written, so resident memory can be less."};
 inline constexpr MetricFamily kSourceIdsFree{
     "kvidx_source_ids_free", K::kGauge,
-    "Source ids left: (replica, DP rank) pairs never seen before that this data directory can still add."};
+    "Source ids a new (replica, DP rank) pair can take: never used, or released by a removed source (reusable "
+    "ingest.source_id_reuse_after_s after the removal)."};
 inline constexpr MetricFamily kSourceBlocks{"kvidx_source_blocks", K::kGauge,
                                             "Distinct blocks a source holds, per tier."};
 inline constexpr MetricFamily kGpuCopies{"kvidx_source_gpu_copies", K::kGauge,

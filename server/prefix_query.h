@@ -71,7 +71,7 @@ struct PrefixQuery {
 
 // One source's share of the prompt.
 struct ReplicaPrefix {
-  std::string_view replica;
+  std::string_view replica;   // into PrefixAnswer::replica_names
   uint32_t dp_rank = 0;
   SourceId source = 0;
   uint32_t gpu_blocks = 0;
@@ -93,6 +93,9 @@ struct PrefixAnswer {
   uint64_t applied_batches = 0;
   // Most GPU blocks first, then by replica name and DP rank.
   std::vector<ReplicaPrefix> replicas;
+  // The replicas' names, copied: a removed source's id may name another
+  // source, and its old name be freed, while the answer is still read.
+  std::string replica_names;
   // kTokens with include_block_hashes: the prompt's hashes, in the form
   // the model's engines publish (integers when int_block_hashes).
   std::span<const BlockDigest> block_hashes;
@@ -107,6 +110,7 @@ struct PrefixAnswer {
     truncated = false;
     applied_batches = 0;
     replicas.clear();
+    replica_names.clear();
     block_hashes = {};
     int_block_hashes = false;
     keys = {};

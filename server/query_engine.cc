@@ -199,15 +199,31 @@ uint64_t QueryEngine::TierMask(const PrefixQuery& q) const {
 }
 
 void QueryEngine::Assemble(const PrefixQuery& q, PrefixAnswer* answer) const {
-  for (const SourceMatch& m : TlsScratch().match.sources) {
-    const SourceInfo* info = node_->sources().Get(m.source);
-    if (info == nullptr) continue;
-    if (!q.replicas.empty() && std::find(q.replicas.begin(), q.replicas.end(), info->replica) == q.replicas.end()) {
-      continue;
+  {
+    const SourceRegistry::Reader names(node_->sources());
+    auto named = [&](const SourceMatch& m) -> const SourceInfo* {
+      const SourceInfo* info = names.Get(m.source);
+      if (info == nullptr) return nullptr;
+      if (!q.replicas.empty() && std::find(q.replicas.begin(), q.replicas.end(), info->replica) == q.replicas.end()) {
+        return nullptr;
+      }
+      return info;
+    };
+    // Sized first, so the views below stay valid.
+    size_t bytes = 0;
+    for (const SourceMatch& m : TlsScratch().match.sources) {
+      if (const SourceInfo* info = named(m)) bytes += info->replica.size();
     }
-    answer->replicas.push_back(ReplicaPrefix{info->replica, info->dp_rank, m.source, m.gpu_blocks,
-                                             m.blocks_with_lower_tiers, m.hit_blocks, m.hits, m.state,
-                                             node_->sink().LastSeq(m.source)});
+    answer->replica_names.reserve(answer->replica_names.size() + bytes);
+    for (const SourceMatch& m : TlsScratch().match.sources) {
+      const SourceInfo* info = named(m);
+      if (info == nullptr) continue;
+      const size_t at = answer->replica_names.size();
+      answer->replica_names += info->replica;
+      const std::string_view name = std::string_view(answer->replica_names).substr(at, info->replica.size());
+      answer->replicas.push_back(ReplicaPrefix{name, info->dp_rank, m.source, m.gpu_blocks, m.blocks_with_lower_tiers,
+                                               m.hit_blocks, m.hits, m.state, node_->sink().LastSeq(m.source)});
+    }
   }
   // Most GPU blocks first, then by name: stable for callers.
   std::sort(answer->replicas.begin(), answer->replicas.end(), [](const ReplicaPrefix& x, const ReplicaPrefix& y) {
@@ -281,9 +297,10 @@ Status QueryEngine::GetBlock(std::string_view model_name, const uint64_t* hash, 
   std::vector<OwnerRecord> owners;
   if (Status s = node_->index().LookupBlock((*model)->id, key, &owners); !s.ok()) return s;
   if (owners.empty()) return Status::NotFound("hash: no source holds this block");
+  const SourceRegistry::Reader names(node_->sources());
   for (const OwnerRecord& o : owners) {
     BlockHolder h{false, {}, 0, node_->tiers().Name(o.tier), o.group, o.refcount, o.hits, o.stamp};
-    if (const SourceInfo* info = node_->sources().Get(o.source)) {
+    if (const SourceInfo* info = names.Get(o.source)) {
       h.registered = true;
       h.replica = info->replica;
       h.dp_rank = info->dp_rank;

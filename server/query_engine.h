@@ -44,7 +44,7 @@ struct QueryLimits {
 // One holder of a block, as GetBlock reports it.
 struct BlockHolder {
   bool registered = false;    // false: the source is gone (no name to give)
-  std::string_view replica;
+  std::string replica;
   uint32_t dp_rank = 0;
   std::string_view tier;
   uint32_t group = 0;

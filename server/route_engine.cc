@@ -112,9 +112,8 @@ Status RouteEngine::Candidates(const RouteQuery& q, const ModelRuntime& model, c
     // A not-ready engine (discovery) stays indexed but is not routed to.
     if (!node.EngineReady(st.spec.replica)) continue;
     const std::optional<SourceId> id = node.sink().FindSource(st.spec.replica, st.spec.dp_rank);
-    const SourceInfo* info = id ? node.sources().Get(*id) : nullptr;
-    if (info == nullptr) continue;
-    RouteCandidate c{info->replica, info->dp_rank, *id, st.state,
+    if (!id) continue;
+    RouteCandidate c{st.spec.replica, st.spec.dp_rank, *id, st.state,
                      st.stats ? st.stats->engine_restarts.load(std::memory_order_relaxed) : 0,
                      st.stats ? st.stats->incarnation : 0, {}, {}};
     for (const ReplicaPrefix& r : found.replicas) {
@@ -199,6 +198,16 @@ Result<RouteEnd> RouteEngine::RouteDone(uint64_t route_id, std::optional<uint64_
     c.delivered += *cached_tokens;
   }
   return RouteEnd{r->expected_cached_tokens};
+}
+
+void RouteEngine::ForgetSource(SourceId source) {
+  tracker_.ForgetSource(source);
+  {
+    std::lock_guard<std::mutex> lock(seen_mu_);
+    seen_.erase(source);
+  }
+  std::lock_guard<std::mutex> lock(cached_mu_);
+  cached_.erase(source);
 }
 
 std::unordered_map<SourceId, RouteEngine::CachedTokens> RouteEngine::cached_tokens_by_source() const {

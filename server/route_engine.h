@@ -59,7 +59,7 @@ struct RouteQuery {
 };
 
 struct RouteCandidate {
-  std::string_view replica;
+  std::string replica;
   uint32_t dp_rank = 0;
   SourceId source = 0;
   SourceState state = SourceState::kConnecting;
@@ -104,6 +104,9 @@ class RouteEngine {
     return RouteDone(route_id, cached_tokens, clock_->Now());
   }
   Result<RouteEnd> RouteDone(uint64_t route_id, std::optional<uint64_t> cached_tokens, Clock::time_point now);
+  // Drops what Route keeps of `source` (routes in flight, first sighting,
+  // cached-token counters): its id now names another source.
+  void ForgetSource(SourceId source);
 
   // Counters for /metrics (node_metrics.h).
   struct CachedTokens {

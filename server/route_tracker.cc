@@ -79,6 +79,18 @@ size_t RouteTracker::size() const {
   return routes_.size();
 }
 
+void RouteTracker::ForgetSource(SourceId source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = routes_.begin(); it != routes_.end();) {
+    if (it->second.source != source) {
+      ++it;
+      continue;
+    }
+    EraseLocked(it++);
+    ++stats_.evicted;
+  }
+}
+
 void RouteTracker::ReleasePrediction(Route& r) {
   if (!r.prediction_live) return;
   r.prediction_live = false;

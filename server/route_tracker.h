@@ -93,6 +93,9 @@ class RouteTracker {
   // tracker's mutex: it must be a lock-free index read, no I/O.
   template <typename StoredFn>
   void ReleaseStored(SourceId source, StoredFn&& stored, Clock::time_point now);
+  // Ends every route on `source` unreported (counted as evicted): its id
+  // now names another source.
+  void ForgetSource(SourceId source);
   Stats stats() const;
   size_t size() const;
 

@@ -327,7 +327,7 @@ TEST_F(BlockIndexTest, PerDataParallelRankAnswers) {
   EXPECT_EQ(Gpu(m, r1), 1u);
   EXPECT_EQ(m.Find(r1)->state, SourceState::kDegraded);
   EXPECT_EQ(m.Find(r0)->state, SourceState::kConnecting);
-  EXPECT_EQ(reg.Get(r1)->dp_rank, 1u);
+  EXPECT_EQ(SourceRegistry::Reader(reg).Get(r1)->dp_rank, 1u);
 }
 
 TEST_F(BlockIndexTest, DriftCountersFireOnMissedEvents) {
@@ -900,8 +900,8 @@ TEST(RegistryTest, TiersAndSources) {
   EXPECT_EQ(s.Register("b", 0).value(), 1u);
   EXPECT_EQ(s.Find("a", 0), 0u);
   EXPECT_FALSE(s.Find("a", 1).has_value());
-  EXPECT_EQ(s.Get(1)->replica, "b");
-  EXPECT_EQ(s.Get(2), nullptr);
+  EXPECT_EQ(SourceRegistry::Reader(s).Get(1)->replica, "b");
+  EXPECT_EQ(SourceRegistry::Reader(s).Get(2), nullptr);
   EXPECT_EQ(SourceStateName(SourceState::kExact), "EXACT");
 }
 

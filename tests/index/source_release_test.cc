@@ -1,6 +1,7 @@
 // BlockIndex::ReleaseSource: a removed source's blocks and working memory
 // go, its counters stay, other sources are untouched, and the id can be
-// used again. BlockIndex::Memory: the bytes allocated, by part.
+// used again. ResetSource: a released id starts afresh for another source.
+// BlockIndex::Memory: the bytes allocated, by part.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -99,6 +100,37 @@ TEST(IndexMemory, PartsFollowWhatIsStored) {
   EXPECT_LT(gone.sources, one.sources);
   EXPECT_EQ(gone.records, one.records);
   EXPECT_EQ(index.BlockCount(m), 0u);
+}
+
+TEST(SourceRelease, ResetStartsAReleasedIdAfreshAndRefusesOneHoldingBlocks) {
+  BlockIndex index;
+  const ModelId m = index.AddModel("m").value();
+  const std::vector<BlockKey> chain = Range(1, 101);
+  ASSERT_TRUE(index.Store(m, 0, Tier::kGpu, kG0, chain, std::nullopt).ok());
+  ASSERT_TRUE(index.Remove(m, 0, Tier::kGpu, kG0, Range(500, 503)).ok());   // drift
+  index.SetSourceState(0, SourceState::kExact);
+  index.SetSourceCapacity(0, 1000);
+
+  const Status held = index.ResetSource(0);
+  EXPECT_EQ(held.code(), StatusCode::kFailedPrecondition) << held.ToString();
+  EXPECT_EQ(index.GetSourceStats(0).stored_blocks, 100u) << "a refused reset changes nothing";
+
+  ASSERT_TRUE(index.ReleaseSource(0).ok());
+  ASSERT_TRUE(index.ResetSource(0).ok());
+  const SourceIndexStats st = index.GetSourceStats(0);
+  EXPECT_EQ(st.stored_blocks, 0u);
+  EXPECT_EQ(st.removed_blocks, 0u);
+  EXPECT_EQ(st.drift_remove_unknown, 0u);
+  EXPECT_EQ(st.gpu_capacity, 0u);
+  EXPECT_EQ(index.GetSourceState(0), SourceState::kConnecting);
+  // An id never used, or out of range.
+  EXPECT_TRUE(index.ResetSource(7).ok());
+  EXPECT_EQ(index.ResetSource(kMaxSources).code(), StatusCode::kOutOfRange);
+
+  // The new source indexes from zero.
+  ASSERT_TRUE(index.Store(m, 0, Tier::kGpu, kG0, std::span(chain).first(5), std::nullopt).ok());
+  EXPECT_EQ(index.GetSourceStats(0).stored_blocks, 5u);
+  EXPECT_EQ(index.GetSourceStats(0).gpu_copies, 5u);
 }
 
 }  // namespace

@@ -87,12 +87,12 @@ TEST_F(SinkFixture, RemovedSourceIsReleasedAndRetired) {
   sink.OnSourceAdded(spec);
   sink.OnBatch(spec, 0, Stored(100, 50, 16), false);
   const SourceId id = sources.Find("r0", 0).value();
-  EXPECT_TRUE(sources.IsLive(id));
+  EXPECT_TRUE(SourceRegistry::Reader(sources).IsLive(id));
   const size_t live = index.SourceMemoryBytes(id);
   EXPECT_GT(live, 12u * 1024);
 
   sink.OnSourceRemoved(spec);
-  EXPECT_FALSE(sources.IsLive(id));
+  EXPECT_FALSE(SourceRegistry::Reader(sources).IsLive(id));
   EXPECT_EQ(index.BlockCount(index.FindModel("m").value()), 0u);
   EXPECT_LT(index.SourceMemoryBytes(id), 1024u);
   EXPECT_EQ(index.GetSourceState(id), SourceState::kDisconnected);
@@ -102,9 +102,37 @@ TEST_F(SinkFixture, RemovedSourceIsReleasedAndRetired) {
   const SourceSpec again = Spec("r0", 2);
   sink.OnSourceAdded(again);
   EXPECT_EQ(sources.Find("r0", 0), id);
-  EXPECT_TRUE(sources.IsLive(id));
+  EXPECT_TRUE(SourceRegistry::Reader(sources).IsLive(id));
   sink.OnBatch(again, 0, Stored(100, 2, 16), false);
   EXPECT_EQ(index.BlockCount(index.FindModel("m").value()), 2u);
+}
+
+// A released id taken by a new pair starts with no blocks and zeroed
+// counters; the old pair's blocks do not show on the new one.
+TEST(IndexSinkReuse, ANewPairOnAReleasedIdStartsFromNothing) {
+  BlockIndex index;
+  SourceRegistry sources(SourceRegistry::Options{std::chrono::seconds(0), nullptr});
+  TierRegistry tiers;
+  IndexSink sink{&index, &sources, &tiers};
+  sink.SetModelBlockSize("m", 16);
+  const SourceSpec old_spec = Spec("old", 1);
+  sink.OnSourceAdded(old_spec);
+  sink.OnBatch(old_spec, 0, Stored(100, 50, 16), false);
+  const SourceId id = sources.Find("old", 0).value();
+  EXPECT_EQ(index.GetSourceStats(id).stored_blocks, 50u);
+  sink.OnSourceRemoved(old_spec);
+
+  const SourceSpec new_spec = Spec("new", 2);
+  sink.OnSourceAdded(new_spec);
+  ASSERT_EQ(sources.Find("new", 0), id);
+  EXPECT_FALSE(sources.Find("old", 0).has_value());
+  const SourceIndexStats st = index.GetSourceStats(id);
+  EXPECT_EQ(st.stored_blocks, 0u);
+  EXPECT_TRUE(st.blocks_per_tier.empty());
+  sink.OnBatch(new_spec, 0, Stored(100, 2, 16), false);
+  EXPECT_EQ(index.GetSourceStats(id).stored_blocks, 2u);
+  EXPECT_EQ(index.BlockCount(index.FindModel("m").value()), 2u);
+  EXPECT_EQ(sink.stats().apply_errors.load(), 0u);
 }
 
 }  // namespace

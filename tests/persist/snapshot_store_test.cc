@@ -41,8 +41,8 @@ SnapshotData Capture(const BlockIndex& index, const TierRegistry& tiers, const S
   for (SourceId s = 0; s < sources.size(); ++s) {
     ingest::SourceWatermark w;
     w.source_id = s;
-    w.replica = sources.Get(s)->replica;
-    w.dp_rank = sources.Get(s)->dp_rank;
+    w.replica = SourceRegistry::Reader(sources).Get(s)->replica;
+    w.dp_rank = SourceRegistry::Reader(sources).Get(s)->dp_rank;
     w.model = "m1";
     w.has_seq = true;
     w.last_seq = 1000 + s;

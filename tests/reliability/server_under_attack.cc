@@ -49,7 +49,7 @@ void ServerUnderAttack::Launch(const std::string& engines_yaml, const std::strin
     y += "metrics: {listen: \"127.0.0.1:" + std::to_string(metrics_port_) + "\"}\n";
     y += "data_dir: \"" + dir_ + "/data\"\n";
     y += "snapshot: {interval_seconds: 0, sync: false}\n";
-    y += "ingest: {replay_timeout_ms: 300, heartbeat_ivl_ms: 200, heartbeat_timeout_ms: 1000}\n";
+    y += "ingest: {replay_timeout_ms: 300, heartbeat_ivl_ms: 200, heartbeat_timeout_ms: 1000" + ingest_yaml_ + "}\n";
     y += "log: {level: info}\n";
     y += "models:\n  - {name: m}\n";
     if (!engines_yaml.empty()) y += "engines:\n" + engines_yaml;

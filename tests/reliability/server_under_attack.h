@@ -86,6 +86,8 @@ class ServerUnderAttack : public ::testing::Test {
 
   std::string dir_;
   std::string err_path_;
+  // Appended to the `ingest:` map Launch writes, e.g. ", threads: 2".
+  std::string ingest_yaml_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   std::unique_ptr<testing::Child> child_;

@@ -77,7 +77,7 @@ TEST(EngineChurn, RemovedEngineLeavesNoSeriesNoStateAndStaysGoneAfterRestart) {
   ASSERT_TRUE(RemoveEngine(s.stubs, "churn").ok());
   const std::string after = HttpGet(s.server->metrics_port(), "/metrics");
   EXPECT_EQ(after.find("churn"), std::string::npos) << "a removed source still has series";
-  EXPECT_FALSE(node.sources().IsLive(*id));
+  EXPECT_FALSE(SourceRegistry::Reader(node.sources()).IsLive(*id));
   EXPECT_TRUE(node.ingester().ListSources().empty());
   EXPECT_TRUE(node.sink().Watermarks().empty());
   const SourceIndexStats st = node.index().GetSourceStats(*id);
@@ -104,8 +104,60 @@ TEST(EngineChurn, RemovedEngineLeavesNoSeriesNoStateAndStaysGoneAfterRestart) {
   // The same name added again revives the id and starts exact.
   ASSERT_TRUE(AddEngine(again.stubs, EngineFor(*rank)).ok());
   EXPECT_EQ(again.server->node().sources().Find("churn", 0), id);
-  EXPECT_TRUE(again.server->node().sources().IsLive(*id));
+  EXPECT_TRUE(SourceRegistry::Reader(again.server->node().sources()).IsLive(*id));
   EXPECT_TRUE(MetricsMention(again.server->metrics_port(), "source=\"churn/dp0\""));
+}
+
+// A new replica takes a removed one's id (ingest.source_id_reuse_after_s:
+// 0 here): it shows nothing of the old one's blocks or counters, and a
+// snapshot naming the id's new owner restores.
+TEST(EngineChurn, ANewReplicaOnAReleasedIdStartsFromNothing) {
+  TempDir dir;
+  std::unique_ptr<sim::SimRank> rank = MakeRank("churn");
+  ASSERT_NE(rank, nullptr);
+  ServerConfig cfg = TestConfig(dir, true);
+  cfg.metrics.listen = "127.0.0.1:0";
+  cfg.ingest.source_id_reuse_after_s = 0;
+  RunningServer s = StartServer(cfg);
+  ASSERT_NE(s.server, nullptr);
+  Node& node = s.server->node();
+
+  ASSERT_TRUE(AddEngine(s.stubs, EngineFor(*rank)).ok());
+  const std::vector<int64_t> old_prompt = Prompt(7, 16 * 6);
+  ASSERT_TRUE(rank->Serve(old_prompt, false).ok());
+  rank->publisher().Flush();
+  ASSERT_TRUE(WaitFor([&] { return MatchedBlocks(s.stubs.index.get(), old_prompt, "churn") == 6u; }));
+  const SourceId id = node.sources().Find("churn", 0).value();
+  ASSERT_TRUE(RemoveEngine(s.stubs, "churn").ok());
+  EXPECT_TRUE(MetricsMention(s.server->metrics_port(), "kvidx_source_ids_free " + std::to_string(kMaxSources)));
+
+  // Another engine (its own publisher) under a new name.
+  std::unique_ptr<sim::SimRank> fresh = MakeRank("fresh");
+  ASSERT_NE(fresh, nullptr);
+  ASSERT_TRUE(AddEngine(s.stubs, EngineFor(*fresh)).ok());
+  EXPECT_EQ(node.sources().Find("fresh", 0), id);
+  EXPECT_FALSE(node.sources().Find("churn", 0).has_value());
+  ASSERT_TRUE(WaitFor([&] { return node.index().GetSourceState(id) == SourceState::kExact; }));
+  EXPECT_EQ(MatchedBlocks(s.stubs.index.get(), old_prompt, "fresh"), 0u);
+  EXPECT_TRUE(MetricsMention(s.server->metrics_port(), "kvidx_stored_blocks_total{source=\"fresh/dp0\"} 0"));
+  EXPECT_FALSE(MetricsMention(s.server->metrics_port(), "churn"));
+  const std::vector<int64_t> new_prompt = Prompt(8, 16 * 3);
+  ASSERT_TRUE(fresh->Serve(new_prompt, false).ok());
+  fresh->publisher().Flush();
+  ASSERT_TRUE(WaitFor([&] { return MatchedBlocks(s.stubs.index.get(), new_prompt, "fresh") == 3u; }));
+  EXPECT_EQ(node.index().GetSourceStats(id).stored_blocks, 3u);
+
+  {
+    grpc::ClientContext ctx;
+    Admin(&ctx);
+    v1::TriggerSnapshotResponse tr;
+    ASSERT_TRUE(s.stubs.admin->TriggerSnapshot(&ctx, v1::TriggerSnapshotRequest(), &tr).ok());
+  }
+  s.server.reset();
+  RunningServer again = StartServer(cfg);
+  ASSERT_NE(again.server, nullptr) << "a snapshot with a reused id restores";
+  EXPECT_EQ(again.server->node().sources().Find("fresh", 0), id);
+  EXPECT_FALSE(again.server->node().sources().Find("churn", 0).has_value());
 }
 
 // Heap bytes in use (malloc'd and not freed), less noisy than RSS.
@@ -125,9 +177,10 @@ struct Growth {
 // cycle). Measures after `warmup` cycles.
 class ChurnRig {
  public:
-  explicit ChurnRig(const TempDir& dir) : rank_(MakeRank("pub")) {
+  explicit ChurnRig(const TempDir& dir, uint32_t reuse_after_s = 900) : rank_(MakeRank("pub")) {
     ServerConfig cfg = TestConfig(dir, false);
     cfg.metrics.listen = "127.0.0.1:0";
+    cfg.ingest.source_id_reuse_after_s = reuse_after_s;
     s_ = StartServer(cfg);
     e_ = EngineFor(*rank_);
     // Bounded like a real engine's buffer, and full before the measurement.
@@ -224,10 +277,25 @@ TEST(EngineChurn, CyclesOfTheSameNamesDoNotGrowMemoryOrMetrics) {
   EXPECT_TRUE(rig.node().sink().Watermarks().empty());
 }
 
-// A new name every cycle: a retired id keeps its registry entry and its
-// index counters (documented: ~1 KB per distinct name ever added, at most
-// kMaxSources names), nothing else.
-TEST(EngineChurn, CyclesOfNewNamesKeepOnlyTheRetiredIds) {
+// A new name every cycle, once released ids may be reused: no growth either,
+// and the id space stays as small as the fleet.
+TEST(EngineChurn, CyclesOfNewNamesReuseReleasedIdsAndDoNotGrow) {
+  TempDir dir;
+  ChurnRig rig(dir, 0);
+  const Growth g = rig.Run(150, 600, 0);
+  if (kMemoryMeasured) {
+    EXPECT_LT(g.heap_per_cycle, 256) << "the heap grows per add/remove cycle";
+    EXPECT_LT(g.rss_per_cycle, 1024);
+  }
+  EXPECT_LT(g.metrics_after, g.metrics_before + 256) << "series of removed sources";
+  EXPECT_EQ(rig.node().sources().size(), 1u) << "one engine at a time needs one id";
+  EXPECT_EQ(rig.node().sources().ids_free(), kMaxSources);
+}
+
+// A new name every cycle within source_id_reuse_after_s: a released id
+// keeps its registry entry and its index counters until a new name may take
+// it (~1 KB per name released in that window), nothing else.
+TEST(EngineChurn, CyclesOfNewNamesKeepOnlyTheReleasedIds) {
   TempDir dir;
   ChurnRig rig(dir);
   const Growth g = rig.Run(150, 600, 0);

@@ -98,6 +98,28 @@ TEST(RouteTracker, RouteDoneTwiceOrForAnUnknownIdIsNotFound) {
   EXPECT_EQ(t.stats().done, 1u);
 }
 
+// A reused source id: the removed source's routes and predictions are gone,
+// other sources' stay, and a late RouteDone of a forgotten route is NotFound.
+TEST(RouteTracker, ForgettingASourceEndsItsRoutesOnly) {
+  RouteTracker t(Opts());
+  const Clock::time_point t0{};
+  const uint64_t a = t.Add(1, Keys(0, 4), 0, 64, t0);
+  (void)t.Add(1, Keys(50, 4), 0, 32, t0);
+  const uint64_t c = t.Add(2, Keys(0, 4), 0, 16, t0);
+  t.ForgetSource(1);
+  EXPECT_EQ(t.InFlightOn(1, t0 + 1s).requests, 0u);
+  EXPECT_EQ(t.InFlightOn(1, t0 + 1s).uncached_tokens, 0u);
+  EXPECT_EQ(t.PredictedRun(1, Keys(0, 4), 0, t0 + 1s), 0u);
+  EXPECT_EQ(t.InFlightOn(2, t0 + 1s).requests, 1u);
+  EXPECT_EQ(t.PredictedRun(2, Keys(0, 4), 0, t0 + 1s), 4u);
+  EXPECT_EQ(t.Done(a, t0 + 1s).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(t.Done(c, t0 + 1s).ok());
+  EXPECT_EQ(t.stats().evicted, 2u);
+  EXPECT_EQ(t.size(), 0u);
+  // Expiry later walks past the forgotten routes' prediction entries.
+  EXPECT_EQ(t.InFlightOn(1, t0 + 30s).uncached_tokens, 0u);
+}
+
 TEST(RouteTracker, UnreportedRoutesExpireAndAFloodStaysBounded) {
   RouteTracker::Options o = Opts();
   o.max_routes = 100;
