@@ -57,7 +57,8 @@ data_dir: "./kvidx-data"                # "" = no persistence
 on_corrupt: fail                        # fail | start-empty
 snapshot: {interval_seconds: 30, every_batches: 0, on_shutdown: true, sync: true}
 ingest: {threads: 1, topic_template: "", replay_timeout_ms: 2000, replay_max_retries: 3,
-         heartbeat_ivl_ms: 1000, heartbeat_timeout_ms: 5000, sub_rcvhwm: 1000000}
+         heartbeat_ivl_ms: 1000, heartbeat_timeout_ms: 5000, sub_rcvhwm: 1000000,
+         source_id_reuse_after_s: 900}
 log: {level: info, json: false}
 models:
   - {name: qwen, hash_algo: sha256, hash_seed: null, block_size: 16, int_block_hashes: true,
@@ -96,6 +97,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.ingest.heartbeat_ivl_ms, 1000u);
   EXPECT_EQ(c.ingest.heartbeat_timeout_ms, 5000u);
   EXPECT_EQ(c.ingest.sub_rcvhwm, 1'000'000);
+  EXPECT_EQ(c.ingest.source_id_reuse_after_s, 900u);
   EXPECT_EQ(c.log.level, "info");
   EXPECT_FALSE(c.log.json);
   EXPECT_TRUE(c.models.empty());
@@ -277,6 +279,8 @@ TEST(ConfigTest, OutOfRange) {
             "cfg.yaml:1: ingest.replay_max_retries: expected an integer in [0, 100], got \"-1\"");
   EXPECT_EQ(ErrorOf("ingest: {replay_max_retries: 101}\n"),
             "cfg.yaml:1: ingest.replay_max_retries: expected an integer in [0, 100], got \"101\"");
+  EXPECT_EQ(ErrorOf("ingest: {source_id_reuse_after_s: 604801}\n"),
+            "cfg.yaml:1: ingest.source_id_reuse_after_s: expected an integer in [0, 604800], got \"604801\"");
   EXPECT_EQ(ErrorOf("snapshot: {every_batches: 18446744073709551616}\n"),
             "cfg.yaml:1: snapshot.every_batches: expected an integer in [0, 18446744073709551615], got "
             "\"18446744073709551616\"");
