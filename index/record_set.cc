@@ -136,7 +136,7 @@ bool RecordSet::Erase(uint32_t id) {
   --size_;
   if (c->n == 0) {
     // An empty chunk goes (a bitmap is not kept around for a few members:
-    // it stays until empty, which bounds the churn at the 256 boundary).
+    // it stays until empty, which bounds the churn at the kArrayMax boundary).
     FreeChunk(c);
     chunks_[ci] = nullptr;
   }

@@ -37,7 +37,7 @@ TEST(RecordSetTest, InsertEraseContains) {
   EXPECT_EQ(s.MemoryBytes(), 0u);
 }
 
-// A chunk turns from an array into a bitmap past 256 members, and stays
+// A chunk turns from an array into a bitmap past 64 members, and stays
 // exact both ways; an emptied chunk is freed.
 TEST(RecordSetTest, ArrayToBitmapAndBack) {
   RecordSet s;
@@ -67,7 +67,7 @@ TEST(RecordSetTest, SparseMembersAreSmall) {
 TEST(RecordSetTest, InsertSortedMatchesInserts) {
   std::vector<uint32_t> ids;
   for (uint32_t i = 0; i < 3000; ++i) ids.push_back(i);            // chunk 0: bitmap
-  for (uint32_t i = 0; i < 100; ++i) ids.push_back(4096 + 7 * i);   // chunk 1: array
+  for (uint32_t i = 0; i < 50; ++i) ids.push_back(4096 + 7 * i);    // chunk 1: array
   ids.push_back(4096 * 9 + 1);                                       // a lone far member
   RecordSet bulk, one;
   bulk.InsertSorted(ids);
