@@ -188,11 +188,11 @@ struct BlockIndex::Impl {
   void ApplyStore(Model& model, ModelId m, SourceData& src, uint32_t okey, const ProbeKey& pk,
                   uint32_t stamp, bool hit_candidate, bool reused) KVIDX_REQUIRES(src.mu);
   bool Holds(Model& model, const BlockKey& key, uint32_t okey);
-  void AdjustTierCount(SourceData& src, uint32_t tier, int64_t d) {
-    src.counters.blocks_per_tier[tier].fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
+  void AdjustTierCount(SourceData& src, uint32_t tier, int64_t d) KVIDX_REQUIRES(src.mu) {
+    internal::SoleWriterAdd(src.counters.blocks_per_tier[tier], static_cast<uint64_t>(d));
   }
-  void AddGpuCopies(SourceData& src, int64_t d) {
-    src.counters.gpu_copies.fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
+  void AddGpuCopies(SourceData& src, int64_t d) KVIDX_REQUIRES(src.mu) {
+    internal::SoleWriterAdd(src.counters.gpu_copies, static_cast<uint64_t>(d));
   }
   // Visits every record where `src` owns something in `model`, under the
   // shard lock in batches (fn says so with sh.AssertWriteLocked(): the
@@ -271,9 +271,9 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
     sh.EndWrite();
     lock.Unlock();
     if (hit_candidate) {
-      c.hits.fetch_add(1, std::memory_order_relaxed);
+      internal::SoleWriterAdd(c.hits, 1);
     } else {
-      c.duplicate_copies.fetch_add(1, std::memory_order_relaxed);
+      internal::SoleWriterAdd(c.duplicate_copies, 1);
       if (gpu) AddGpuCopies(src, 1);
     }
     if (gpu) {
@@ -433,6 +433,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
   const bool gpu = tier == Tier::kGpu;
   internal::EpochDomain::ReadGuard guard(impl_->epoch);   // the pipeline's peeks read shared tables
   WritePipeline pipe(model->shards, hashes);
+  internal::RankHistogramBatch ranks;
   for (size_t i = 0; i < hashes.size(); ++i) {
     pipe.Advance(i);
     const ProbeKey& pk = pipe.KeyOf(i);
@@ -443,7 +444,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
     AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
     if (o == nullptr) {
       slock.Unlock();
-      c.drift_remove_unknown.fetch_add(1, std::memory_order_relaxed);
+      internal::SoleWriterAdd(c.drift_remove_unknown, 1);
       continue;
     }
     uint32_t stamp = OwnerStamp(Ld(o[1]));
@@ -461,7 +462,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
     slock.Unlock();
     if (left_block) src.Members(model_id, shard_idx).Erase(id);
     if (gpu) {
-      impl_->eviction_rank.Add(src.gpu_hist.Rank(stamp));
+      ranks.Add(src.gpu_hist.Rank(stamp));
       impl_->AddGpuCopies(src, -1);
     }
     if (last) {
@@ -469,6 +470,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
       if (gpu) src.gpu_hist.Remove(stamp);
     }
   }
+  impl_->eviction_rank.Add(ranks);
   c.removed_blocks.fetch_add(hashes.size(), std::memory_order_relaxed);
   return Status::Ok();
 }

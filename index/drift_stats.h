@@ -62,14 +62,39 @@ struct RecencyRankHistogram {
 
 namespace internal {
 
-// Live counters behind SourceIndexStats; written by the source's writer thread,
-// read by anyone.
+// Adds `d` (two's complement for a decrease) to a counter that has one
+// writer at a time (the source's mutex): a plain load and store, not a
+// locked read-modify-write -- stores and removals bump several per block.
+// Readers load it relaxed like any atomic.
+inline void SoleWriterAdd(std::atomic<uint64_t>& a, uint64_t d) {
+  a.store(a.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+}
+
+// Live counters behind SourceIndexStats; written under the source's mutex
+// (SoleWriterAdd), read by anyone.
 struct SourceCounters {
   std::atomic<uint8_t> state{0};
   std::atomic<uint64_t> stored_blocks{0}, removed_blocks{0}, unindexed_blocks{0}, hits{0},
       duplicate_copies{0}, drift_remove_unknown{0}, drift_orphan_store{0},
       drift_reused_unknown{0}, clears{0}, gpu_copies{0}, gpu_capacity{0};
   std::array<std::atomic<uint64_t>, kMaxTiers> blocks_per_tier{};
+};
+
+// One call's eviction ranks, added to RankHistogramCounters at its end: a
+// removal of many blocks then pays a few shared atomic adds, not three per
+// block.
+struct RankHistogramBatch {
+  std::array<uint32_t, RecencyRankHistogram::kBuckets> counts{};
+  uint64_t count = 0;
+  uint64_t sum_micro = 0;
+
+  void Add(double rank) {
+    size_t b = static_cast<size_t>(rank * RecencyRankHistogram::kBuckets);
+    if (b >= RecencyRankHistogram::kBuckets) b = RecencyRankHistogram::kBuckets - 1;
+    ++counts[b];
+    ++count;
+    sum_micro += static_cast<uint64_t>(rank * 1e6);
+  }
 };
 
 struct RankHistogramCounters {
@@ -83,6 +108,14 @@ struct RankHistogramCounters {
     counts[b].fetch_add(1, std::memory_order_relaxed);
     count.fetch_add(1, std::memory_order_relaxed);
     sum_micro.fetch_add(static_cast<uint64_t>(rank * 1e6), std::memory_order_relaxed);
+  }
+  void Add(const RankHistogramBatch& b) {
+    if (b.count == 0) return;
+    for (size_t i = 0; i < b.counts.size(); ++i) {
+      if (b.counts[i] != 0) counts[i].fetch_add(b.counts[i], std::memory_order_relaxed);
+    }
+    count.fetch_add(b.count, std::memory_order_relaxed);
+    sum_micro.fetch_add(b.sum_micro, std::memory_order_relaxed);
   }
 };
 
