@@ -1,10 +1,18 @@
-// kvidx-bench grpc: FindPrefix over real gRPC on loopback, against an
-// in-process kvidx Server fed by real ZMQ publishers, while ingest runs.
+// kvidx-bench grpc: FindPrefix over real gRPC on loopback, against a kvidx
+// server fed by real ZMQ publishers, while ingest runs.
 //
 //   kvidx-bench grpc [--replicas 64] [--prompt-tokens 8192] [--prompts 64]
 //                    [--clients 2] [--seconds 5] [--runs 3]
 //                    [--mode tokens|hashes|stream|all] [--no-churn]
 //                    [--holders 8] [--shared-blocks 32] [--churn-rate 5000]
+//                    [--server-bin PATH]...
+//
+// Without --server-bin the server runs in this process. With it, each
+// given kvidx-server binary runs in its own process (a config written for
+// the session's engines), the binaries taking turns run by run, each with
+// a fresh fleet; the server's CPU per query is then read from /proc apart
+// from this process's (clients and publishers). Two binaries = an A/B of
+// the served path in one run.
 //
 // Setup: one FakeEngine (PUB + replay ROUTER) per replica. `prompts` 8K-token
 // prompts (vLLM sha256 block hashes, 16-token blocks) share a system prompt
