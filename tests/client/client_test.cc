@@ -94,7 +94,13 @@ TEST_F(ClientTest, FindPrefixByTokens) {
   ASSERT_EQ(r.block_hashes().u64_size(), 3);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(r.block_hashes().u64(i), hashes[static_cast<size_t>(i)]) << i;
 
-  ASSERT_TRUE(client_->FindPrefixTokens(kModel, prompt, {}, &r).ok());
+  // Read until the connect's probe replay is over: it can show the source
+  // REPLAYING for an instant after the wait above saw EXACT.
+  ASSERT_TRUE(WaitUntil([&] {
+    if (!client_->FindPrefixTokens(kModel, prompt, {}, &r).ok()) return false;
+    const v1::ReplicaMatch* x = FindReplica(r, "r1");
+    return x != nullptr && x->state() == v1::SOURCE_STATE_EXACT;
+  }));
   EXPECT_EQ(r.blocks_in_query(), 3u);
   EXPECT_EQ(r.block_size(), 16u);
   const v1::ReplicaMatch* m = FindReplica(r, "r1");

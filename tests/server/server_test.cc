@@ -53,9 +53,15 @@ TEST(Server, FindPrefixByTokensAndByHashesMatchesTheEngine) {
   for (int64_t t : prompt) req.mutable_tokens()->add_token_ids(t);
   req.set_include_block_hashes(true);
   req.set_request_id(77);
+  // Read until the connect's probe replay (ReplayOptions::probe_delay) is
+  // over: it can show the source REPLAYING for an instant after EXACT.
   v1::FindPrefixResponse r;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(s.stubs.index->FindPrefix(&ctx, req, &r).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    grpc::ClientContext ctx;
+    r.Clear();
+    return s.stubs.index->FindPrefix(&ctx, req, &r).ok() && r.replicas_size() == 1 &&
+           r.replicas(0).state() == v1::SOURCE_STATE_EXACT;
+  }));
   EXPECT_EQ(r.model(), kModel);
   EXPECT_EQ(r.blocks_in_query(), 10u);
   EXPECT_EQ(r.block_size(), 16u);
@@ -268,9 +274,19 @@ TEST(Server, ListReplicasGetStatsAndGetBlock) {
   ServeAndWait(r1.get(), s.stubs.index.get(), prompt);
   ASSERT_TRUE(WaitFor([&] { return s.server->serving(); }));
 
+  // Read until the connects' probe replays are over (see above).
   v1::ListReplicasResponse lr;
-  grpc::ClientContext c1;
-  ASSERT_TRUE(s.stubs.index->ListReplicas(&c1, v1::ListReplicasRequest(), &lr).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    grpc::ClientContext c1;
+    lr.Clear();
+    if (!s.stubs.index->ListReplicas(&c1, v1::ListReplicasRequest(), &lr).ok()) return false;
+    for (const auto& rep : lr.replicas()) {
+      for (const auto& src : rep.sources()) {
+        if (src.state() != v1::SOURCE_STATE_EXACT) return false;
+      }
+    }
+    return true;
+  }));
   ASSERT_EQ(lr.replicas_size(), 2);
   EXPECT_EQ(lr.replicas(0).replica(), "r0");
   EXPECT_EQ(lr.replicas(1).model(), kModel);
@@ -531,12 +547,15 @@ TEST(Server, RestartResumesFromTheSnapshotThroughReplay) {
     const size_t truth = rank->CachedPrefix(KeysOf(p));
     ASSERT_TRUE(WaitFor([&] { return MatchedBlocks(s.stubs.index.get(), p, "r0") == truth; }));
   }
-  grpc::ClientContext ctx;
-  Admin(&ctx);
+  // Read until the connect's probe replay is over (see the first test).
   v1::ListSourcesResponse ls;
-  ASSERT_TRUE(s.stubs.admin->ListSources(&ctx, v1::ListSourcesRequest(), &ls).ok());
-  ASSERT_EQ(ls.sources_size(), 1);
-  EXPECT_EQ(ls.sources(0).state(), v1::SOURCE_STATE_EXACT);
+  ASSERT_TRUE(WaitFor([&] {
+    grpc::ClientContext ctx;
+    Admin(&ctx);
+    ls.Clear();
+    return s.stubs.admin->ListSources(&ctx, v1::ListSourcesRequest(), &ls).ok() && ls.sources_size() == 1 &&
+           ls.sources(0).state() == v1::SOURCE_STATE_EXACT;
+  }));
   EXPECT_EQ(ls.sources(0).batches_lost(), 0u);
   EXPECT_EQ(ls.sources(0).batches(), 5u);  // only the missed batches were replayed
 }
