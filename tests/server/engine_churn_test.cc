@@ -66,11 +66,25 @@ bool MetricsMention(int port, const std::string& needle) {
   return ::testing::AssertionSuccess();
 }
 
+bool TriggerSnapshot(const RunningServer& s) {
+  grpc::ClientContext ctx;
+  Admin(&ctx);
+  v1::TriggerSnapshotResponse tr;
+  return s.stubs.admin->TriggerSnapshot(&ctx, v1::TriggerSnapshotRequest(), &tr).ok();
+}
+
+// A server with /metrics and ingest.source_id_reuse_after_s.
+ServerConfig ChurnConfig(const TempDir& dir, uint32_t reuse_after_s, bool persistent = true) {
+  ServerConfig cfg = TestConfig(dir, persistent);
+  cfg.metrics.listen = "127.0.0.1:0";
+  cfg.ingest.source_id_reuse_after_s = reuse_after_s;
+  return cfg;
+}
+
 TEST(EngineChurn, RemovedEngineLeavesNoSeriesNoStateAndStaysGoneAfterRestart) {
   TempDir dir;
   auto rank = MakeRank("churn");
-  ServerConfig cfg = TestConfig(dir, true);
-  cfg.metrics.listen = "127.0.0.1:0";
+  const ServerConfig cfg = ChurnConfig(dir, 900);
   RunningServer s = StartServer(cfg);
   ASSERT_NE(s.server, nullptr);
   Node& node = s.server->node();
@@ -100,12 +114,7 @@ TEST(EngineChurn, RemovedEngineLeavesNoSeriesNoStateAndStaysGoneAfterRestart) {
 
   // The id stays in the snapshot (ids are dense) but not in the metrics of
   // the restarted server.
-  {
-    grpc::ClientContext ctx;
-    Admin(&ctx);
-    v1::TriggerSnapshotResponse tr;
-    ASSERT_TRUE(s.stubs.admin->TriggerSnapshot(&ctx, v1::TriggerSnapshotRequest(), &tr).ok());
-  }
+  ASSERT_TRUE(TriggerSnapshot(s));
   s.server.reset();
   RunningServer again = StartServer(cfg);
   ASSERT_NE(again.server, nullptr);
@@ -125,16 +134,13 @@ TEST(EngineChurn, ANewReplicaOnAReleasedIdStartsFromNothing) {
   TempDir dir;
   std::unique_ptr<sim::SimRank> rank = MakeRank("churn");
   ASSERT_NE(rank, nullptr);
-  ServerConfig cfg = TestConfig(dir, true);
-  cfg.metrics.listen = "127.0.0.1:0";
-  cfg.ingest.source_id_reuse_after_s = 0;
+  const ServerConfig cfg = ChurnConfig(dir, 0);
   RunningServer s = StartServer(cfg);
   ASSERT_NE(s.server, nullptr);
-  Node& node = s.server->node();
-
   ASSERT_TRUE(AddEngine(s.stubs, EngineFor(*rank)).ok());
   const std::vector<int64_t> old_prompt = Prompt(7, 16 * 6);
   ASSERT_TRUE(ServeAndMatch(s, *rank, old_prompt, "churn", 6));
+  Node& node = s.server->node();
   const SourceId id = node.sources().Find("churn", 0).value();
   ASSERT_TRUE(RemoveEngine(s.stubs, "churn").ok());
   EXPECT_TRUE(MetricsMention(s.server->metrics_port(), "kvidx_source_ids_free " + std::to_string(kMaxSources)));
@@ -153,12 +159,7 @@ TEST(EngineChurn, ANewReplicaOnAReleasedIdStartsFromNothing) {
   ASSERT_TRUE(ServeAndMatch(s, *fresh, new_prompt, "fresh", 3));
   EXPECT_EQ(node.index().GetSourceStats(id).stored_blocks, 3u);
 
-  {
-    grpc::ClientContext ctx;
-    Admin(&ctx);
-    v1::TriggerSnapshotResponse tr;
-    ASSERT_TRUE(s.stubs.admin->TriggerSnapshot(&ctx, v1::TriggerSnapshotRequest(), &tr).ok());
-  }
+  ASSERT_TRUE(TriggerSnapshot(s));
   s.server.reset();
   RunningServer again = StartServer(cfg);
   ASSERT_NE(again.server, nullptr) << "a snapshot with a reused id restores";
@@ -184,10 +185,7 @@ struct Growth {
 class ChurnRig {
  public:
   explicit ChurnRig(const TempDir& dir, uint32_t reuse_after_s = 900) : rank_(MakeRank("pub")) {
-    ServerConfig cfg = TestConfig(dir, false);
-    cfg.metrics.listen = "127.0.0.1:0";
-    cfg.ingest.source_id_reuse_after_s = reuse_after_s;
-    s_ = StartServer(cfg);
+    s_ = StartServer(ChurnConfig(dir, reuse_after_s, /*persistent=*/false));
     e_ = EngineFor(*rank_);
     // Bounded like a real engine's buffer, and full before the measurement.
     rank_->publisher().SetBufferSteps(100);
