@@ -24,8 +24,10 @@ SourceRegistry::~SourceRegistry() {
   }
 }
 
-Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_rank, bool* reused) {
-  if (reused != nullptr) *reused = false;
+Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_rank, Origin* origin) {
+  Origin ignored;
+  if (origin == nullptr) origin = &ignored;
+  *origin = Origin::kOwn;
   MutexLock lock(mu_);
   std::string key = NameKey(replica, dp_rank);
   if (auto it = by_name_.find(key); it != by_name_.end()) {
@@ -45,7 +47,7 @@ Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_
     const SourceInfo* prev = Slot(id);
     by_name_.erase(NameKey(prev->replica, prev->dp_rank));
     Publish(id, info);
-    if (reused != nullptr) *reused = true;
+    *origin = Origin::kReused;
   } else {
     const size_t n = count_.load(std::memory_order_relaxed);
     if (n >= kMaxSources) {
@@ -56,6 +58,7 @@ Result<SourceId> SourceRegistry::Register(std::string_view replica, uint32_t dp_
     }
     id = static_cast<SourceId>(n);
     Publish(id, info);
+    *origin = Origin::kNew;
     count_.store(n + 1, std::memory_order_release);
   }
   by_name_.emplace(std::move(key), id);

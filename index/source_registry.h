@@ -75,13 +75,17 @@ class SourceRegistry {
   SourceRegistry(const SourceRegistry&) = delete;
   SourceRegistry& operator=(const SourceRegistry&) = delete;
 
-  // Returns the id of (replica, dp_rank): its own if it has one (reviving it
-  // if retired or released), else the oldest id released at least
-  // reuse_after ago, else a never-used one. `*reused` (if given) tells
-  // whether the id named another source before: its per-source state
-  // elsewhere (index counters, route state) must start afresh. OutOfRange
-  // when no id is free.
-  Result<SourceId> Register(std::string_view replica, uint32_t dp_rank, bool* reused = nullptr)
+  // Where Register's id came from.
+  enum class Origin : uint8_t {
+    kOwn,     // the pair's own id, revived if it was retired or released
+    kNew,     // never used before: nothing anywhere refers to it
+    kReused,  // released by another pair: its per-source state elsewhere
+              // (index counters, route state) must start afresh
+  };
+  // Returns the id of (replica, dp_rank): its own if it has one, else the
+  // oldest id released at least reuse_after ago, else a never-used one;
+  // `*origin` (if given) says which. OutOfRange when no id is free.
+  Result<SourceId> Register(std::string_view replica, uint32_t dp_rank, Origin* origin = nullptr)
       KVIDX_EXCLUDES(mu_);
   // Marks a registered id as no longer existing (no-op for unknown ids).
   void Retire(SourceId id) KVIDX_EXCLUDES(mu_);

@@ -73,14 +73,14 @@ Tier IndexSink::TierOf(const std::optional<std::string_view>& medium) {
 }
 
 void IndexSink::OnSourceAdded(const SourceSpec& spec) {
-  bool reused = false;
-  Result<SourceId> id = sources_->Register(spec.replica, spec.dp_rank, &reused);
+  SourceRegistry::Origin origin;
+  Result<SourceId> id = sources_->Register(spec.replica, spec.dp_rank, &origin);
   Result<ModelId> model = index_->AddModel(spec.model);
   if (!id.ok() || !model.ok()) {
     Count(!id.ok() ? id.status() : model.status());
     return;
   }
-  if (reused) {
+  if (origin == SourceRegistry::Origin::kReused) {
     if (Status s = index_->ResetSource(id.value()); !s.ok()) {
       Count(s);
       return;
@@ -175,14 +175,19 @@ void IndexSink::OnSourceRemoved(const SourceSpec& spec) {
     bindings_.erase(it);
   }
   last_seq_by_id_[b->source].store(-1, std::memory_order_relaxed);
-  const Status released = index_->ReleaseSource(b->source);
+  (void)EndSource(b->source);  // counted there
+}
+
+Status IndexSink::EndSource(SourceId id) {
+  const Status released = index_->ReleaseSource(id);
   Count(released);
-  index_->SetSourceState(b->source, SourceState::kDisconnected);
+  index_->SetSourceState(id, SourceState::kDisconnected);
   if (released.ok()) {
-    sources_->Release(b->source);
+    sources_->Release(id);
   } else {
-    sources_->Retire(b->source);   // blocks may remain: the id must not name another source
+    sources_->Retire(id);
   }
+  return released;
 }
 
 std::vector<SourceWatermark> IndexSink::Watermarks() const {

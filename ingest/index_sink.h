@@ -83,6 +83,13 @@ class IndexSink final : public BatchSink {
   // unset = not checked. Call before the model's sources are added.
   void SetModelBlockSize(const std::string& model, uint32_t block_size);
   const IndexSinkStats& stats() const { return stats_; }
+  // Ends a source id's life in the index: its blocks released, its state
+  // Disconnected, the id released for reuse if nothing of it remains, else
+  // only retired (blocks that stay must not name another source). Used for
+  // removed sources and for restored ones nobody resumes. A failed release
+  // is counted as an apply error and returned. Takes no apply pause: the
+  // caller holds one or applies nothing to the id concurrently.
+  Status EndSource(SourceId id);
 
   // Holds every batch application (and reset, removal) back while alive, so
   // the caller can Dump() the index and read Watermarks() as one consistent

@@ -165,13 +165,7 @@ Status Node::Start() {
       keep = e != nullptr && e->engine.model == w.model;
     }
     if (!keep) {
-      const Status released = index_.ReleaseSource(w.source_id);
-      index_.SetSourceState(w.source_id, SourceState::kDisconnected);
-      if (released.ok()) {
-        sources_.Release(w.source_id);
-      } else {
-        sources_.Retire(w.source_id);
-      }
+      (void)sink_.EndSource(w.source_id);  // a failed release is counted and logged there
       ++restore_.sources_dropped;
       spdlog::info("restored source {} dropped ({})", it->first,
                    configured.count(it->first) == 0 ? "no longer configured"
@@ -247,16 +241,15 @@ Status Node::AddEngineLocked(const EngineEntry& entry, std::vector<std::string>*
   for (uint32_t r = 0; r < e.data_parallel_size; ++r) {
     const std::string name = ingest::SourceName(e.replica, r);
     names->push_back(name);
-    bool reused = false;
-    const bool known = sources_.Find(e.replica, r).has_value();
-    Result<SourceId> id = sources_.Register(e.replica, r, &reused);
+    SourceRegistry::Origin origin;
+    Result<SourceId> id = sources_.Register(e.replica, r, &origin);
     if (!id.ok()) {
       retire_all();
       return id.status();
     }
     ids.push_back(id.value());
-    first_seen.push_back(!known);
-    if (reused) {
+    first_seen.push_back(origin != SourceRegistry::Origin::kOwn);
+    if (origin == SourceRegistry::Origin::kReused) {
       // The id named a removed source: nothing of it may show on this one.
       if (Status s = index_.ResetSource(id.value()); !s.ok()) {
         retire_all();

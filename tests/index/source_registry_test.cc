@@ -19,8 +19,8 @@ struct RegistryRig {
 
   explicit RegistryRig(std::chrono::seconds reuse_after)
       : registry(SourceRegistry::Options{reuse_after, [this] { return now; }}) {}
-  SourceId Add(const std::string& replica, bool* reused = nullptr) {
-    Result<SourceId> id = registry.Register(replica, 0, reused);
+  SourceId Add(const std::string& replica, SourceRegistry::Origin* origin = nullptr) {
+    Result<SourceId> id = registry.Register(replica, 0, origin);
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     return id.ok() ? *id : kMaxSources;
   }
@@ -39,14 +39,14 @@ TEST(SourceRegistry, ReleasedIdGoesToANewPairOnlyAfterReuseAfter) {
   rig.registry.Release(a);
   EXPECT_EQ(rig.registry.ids_free(), kMaxSources - 1);
 
-  bool reused = true;
-  EXPECT_EQ(rig.Add("c", &reused), 2u) << "released 0 s ago: a never-used id";
-  EXPECT_FALSE(reused);
+  SourceRegistry::Origin origin;
+  EXPECT_EQ(rig.Add("c", &origin), 2u) << "released 0 s ago: a never-used id";
+  EXPECT_EQ(origin, SourceRegistry::Origin::kNew);
   rig.now += std::chrono::seconds(59);
   EXPECT_EQ(rig.Add("d"), 3u);
   rig.now += std::chrono::seconds(1);
-  EXPECT_EQ(rig.Add("e", &reused), a);
-  EXPECT_TRUE(reused);
+  EXPECT_EQ(rig.Add("e", &origin), a);
+  EXPECT_EQ(origin, SourceRegistry::Origin::kReused);
   EXPECT_EQ(rig.NameOf(a), "e");
   EXPECT_FALSE(rig.registry.Find("a", 0).has_value()) << "the old pair no longer names the id";
   EXPECT_EQ(rig.registry.Find("e", 0), a);
@@ -54,8 +54,10 @@ TEST(SourceRegistry, ReleasedIdGoesToANewPairOnlyAfterReuseAfter) {
   EXPECT_EQ(rig.registry.ids_free(), kMaxSources - 4);
 
   // "a" returning now is a new pair: another id, a never-used one.
-  EXPECT_EQ(rig.Add("a", &reused), 4u);
-  EXPECT_FALSE(reused);
+  EXPECT_EQ(rig.Add("a", &origin), 4u);
+  EXPECT_EQ(origin, SourceRegistry::Origin::kNew);
+  EXPECT_EQ(rig.Add("a", &origin), 4u);
+  EXPECT_EQ(origin, SourceRegistry::Origin::kOwn) << "registered twice: its own id";
 }
 
 TEST(SourceRegistry, TheSamePairComesBackOnItsIdAtOnce) {
@@ -64,9 +66,9 @@ TEST(SourceRegistry, TheSamePairComesBackOnItsIdAtOnce) {
   rig.registry.Release(a);
   rig.registry.Release(a);   // twice: one entry
   EXPECT_FALSE(SourceRegistry::Reader(rig.registry).IsLive(a));
-  bool reused = true;
-  EXPECT_EQ(rig.Add("a", &reused), a);
-  EXPECT_FALSE(reused) << "its own id, not another source's";
+  SourceRegistry::Origin origin = SourceRegistry::Origin::kNew;
+  EXPECT_EQ(rig.Add("a", &origin), a);
+  EXPECT_EQ(origin, SourceRegistry::Origin::kOwn) << "its own id, not another source's";
   EXPECT_TRUE(SourceRegistry::Reader(rig.registry).IsLive(a));
   // Revived, it is no longer released: nobody else gets it.
   rig.now += std::chrono::hours(1);
