@@ -105,7 +105,7 @@ T& AtModelShard(PerModelShard<T>& v, ModelId m, uint32_t shard_idx) {
   return (*v[m])[shard_idx];
 }
 
-// A source's RecencyHistogram (12 KiB) allocated on its first GPU stamp and
+// A source's RecencyHistogram (~4 KiB) allocated on its first GPU stamp and
 // freed by Release(), so a source that holds no GPU block, or was removed,
 // costs a pointer. Same calls as the histogram; an absent one is empty.
 class LazyRecencyHistogram {

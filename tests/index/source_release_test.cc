@@ -32,7 +32,7 @@ TEST(SourceRelease, FreesTheSourcesStateAndLeavesOthersAlone) {
   index.SetSourceState(2, SourceState::kExact);
   EXPECT_LT(index.SourceMemoryBytes(2), 1024u);
   const size_t held = index.SourceMemoryBytes(0);
-  EXPECT_GT(held, 12u * 1024);
+  EXPECT_GT(held, 4u * 1024);   // its recency histogram and membership sets
 
   ASSERT_TRUE(index.ReleaseSource(0).ok());
   EXPECT_LT(index.SourceMemoryBytes(0), 1024u) << "was " << held;
