@@ -99,9 +99,14 @@ struct Model {
 template <typename T>
 using PerModelShard = std::vector<std::unique_ptr<std::array<T, kShards>>>;
 template <typename T>
-T& AtModelShard(PerModelShard<T>& v, ModelId m, uint32_t shard_idx) {
+[[gnu::noinline, gnu::cold]] void AddModelShards(PerModelShard<T>& v, ModelId m) {
   if (v.size() <= m) v.resize(m + 1);
   if (!v[m]) v[m] = std::make_unique<std::array<T, kShards>>();
+}
+// Per block on stores and removals: the fast path stays small enough to inline.
+template <typename T>
+inline T& AtModelShard(PerModelShard<T>& v, ModelId m, uint32_t shard_idx) {
+  if (v.size() <= m || !v[m]) [[unlikely]] AddModelShards(v, m);
   return (*v[m])[shard_idx];
 }
 
@@ -117,7 +122,7 @@ class LazyRecencyHistogram {
   void Remove(uint32_t stamp) {
     if (h_) h_->Remove(stamp);
   }
-  double Rank(uint32_t stamp) const { return h_ ? h_->Rank(stamp) : 0; }
+  double Rank(uint32_t stamp) { return h_ ? h_->Rank(stamp) : 0; }
   void Clear() {
     if (h_) h_->Clear();
   }

@@ -56,6 +56,7 @@ void RecencyHistogram::Rebuild(uint64_t lo, uint64_t hi, Room room) {
   uint32_t old_shift = shift_;
   counts_.fill(0);
   groups_.fill(0);
+  memo_bucket_ = kNoMemo;
   base_ = base;
   shift_ = shift;
   for (uint32_t b = 0; b < kBuckets; ++b) {
@@ -89,6 +90,7 @@ void RecencyHistogram::Add(uint32_t stamp) {
   uint32_t b = Bucket(stamp);
   ++counts_[b];
   ++groups_[b >> kGroupBits];
+  if (b < memo_bucket_) ++memo_below_;   // kNoMemo: counts nothing that is read
   ++size_;
 }
 
@@ -98,13 +100,18 @@ void RecencyHistogram::Remove(uint32_t stamp) {
   if (counts_[b] == 0) return;  // not live: ignore rather than corrupt
   --counts_[b];
   --groups_[b >> kGroupBits];
+  if (b < memo_bucket_) --memo_below_;
   --size_;
 }
 
-double RecencyHistogram::Rank(uint32_t stamp) const {
+double RecencyHistogram::Rank(uint32_t stamp) {
   if (size_ <= 1) return 0.0;
   uint32_t b = Bucket(stamp);
-  uint64_t older = CountBelow(b);
+  if (b != memo_bucket_) {
+    memo_bucket_ = b;
+    memo_below_ = CountBelow(b);
+  }
+  const uint64_t older = memo_below_;
   double same = counts_[b] > 0 ? static_cast<double>(counts_[b] - 1) : 0.0;
   double r = (static_cast<double>(older) + same / 2) / static_cast<double>(size_ - 1);
   return r > 1.0 ? 1.0 : r;
@@ -113,6 +120,7 @@ double RecencyHistogram::Rank(uint32_t stamp) const {
 void RecencyHistogram::Clear() {
   counts_.fill(0);
   groups_.fill(0);
+  memo_bucket_ = kNoMemo;
   base_ = 0;
   shift_ = 0;
   size_ = 0;

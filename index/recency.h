@@ -34,7 +34,10 @@ class RecencyHistogram {
   void Remove(uint32_t stamp);
   // Fraction of the other live stamps that are older than `stamp` (which
   // must be live). 0 = coldest, 1 = hottest; 0 when it is the only one.
-  double Rank(uint32_t stamp) const;
+  // Not const: it keeps the last bucket's count of older stamps, which
+  // Add and Remove keep current, because a removal event's blocks mostly
+  // share their neighbours' buckets (a chain's blocks are stamped in a row).
+  double Rank(uint32_t stamp);
   uint64_t size() const { return size_; }
   void Clear();
   // Start of the oldest non-empty bucket (0 when empty).
@@ -54,6 +57,10 @@ class RecencyHistogram {
   uint32_t shift_ = 0;
   uint64_t size_ = 0;
   uint64_t rebuilds_ = 0;
+  // CountBelow(memo_bucket_) == memo_below_ unless memo_bucket_ is kNoMemo.
+  static constexpr uint32_t kNoMemo = kBuckets;
+  uint32_t memo_bucket_ = kNoMemo;
+  uint64_t memo_below_ = 0;
   std::array<uint32_t, kBuckets> counts_{};
   static constexpr uint32_t kGroupBits = 5;
   std::array<uint64_t, (kBuckets >> kGroupBits)> groups_{};   // counts_ summed per group

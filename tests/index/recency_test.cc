@@ -81,6 +81,59 @@ TEST(RecencyHistogram, ALongFirstEventWalkingDownMovesTheWindowRarely) {
   EXPECT_LE(h.rebuilds() - before, 8u);
 }
 
+// Rank keeps the last bucket's count of older stamps across Add and Remove;
+// a twin whose memo is flushed before every Rank must read the same.
+TEST(RecencyHistogram, RankMemoAgreesWithAFreshCount) {
+  RecencyHistogram memo, fresh;
+  std::set<uint32_t> live;
+  std::mt19937 rng(11);
+  uint32_t clock = 10;
+  auto add = [&](uint32_t s) {
+    memo.Add(s);
+    fresh.Add(s);
+    live.insert(s);
+  };
+  for (int round = 0; round < 3000; ++round) {
+    const uint32_t n = 1 + rng() % 64;
+    clock += n;
+    for (uint32_t i = 0; i < n; ++i) add(clock - i);   // an event, newest first
+    if (live.size() < 2000) continue;
+    // Evict a run of neighbouring stamps, as a removal event does, going up
+    // or down (down: each removal is below the bucket Rank just counted).
+    const bool down = rng() % 2 == 0;
+    auto it = live.lower_bound(*live.begin() + rng() % (clock - *live.begin()));
+    for (uint32_t k = 0; k < n && it != live.end() && live.size() > 2; ++k) {
+      const uint32_t s = *it;
+      const uint32_t far = s - *live.begin() > *live.rbegin() - s ? *live.begin() : *live.rbegin();
+      (void)fresh.Rank(far);   // a different bucket's count: the next Rank counts afresh
+      const double want = fresh.Rank(s);
+      ASSERT_DOUBLE_EQ(memo.Rank(s), want) << "round " << round << " stamp " << s;
+      memo.Remove(s);
+      fresh.Remove(s);
+      it = live.erase(it);
+      if (rng() % 4 == 0) {
+        // A block stored again: its old stamp leaves without a Rank (often
+        // below the counted bucket) and it takes the newest one.
+        auto old = live.lower_bound(*live.begin() + rng() % (clock - *live.begin()));
+        if (old != live.end() && old != it) {
+          const uint32_t was = *old;
+          memo.Remove(was);
+          fresh.Remove(was);
+          live.erase(old);
+          // Usually the newest stamp; sometimes the old one again, i.e. an
+          // Add below the counted bucket (a restore adds in any order).
+          add(rng() % 2 == 0 ? ++clock : was);
+        }
+      }
+      if (down) {
+        if (it == live.begin()) break;
+        --it;
+        if (it != live.begin()) --it;
+      }
+    }
+  }
+}
+
 TEST(RecencyHistogram, StampsBelowTheWindowCountAsTheOldest) {
   RecencyHistogram h;
   for (uint32_t s = 100'000; s < 101'000; ++s) h.Add(s);
