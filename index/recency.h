@@ -3,10 +3,11 @@
 // Every GPU block a source holds carries a stamp from the source's logical
 // clock (newer = larger). An exact LRU would need a linked list plus an
 // order-statistics tree; this keeps only a count of live stamps per bucket
-// (1024 buckets, summed per group of 32) over a sliding window [base, base + 1024 <<
-// shift). Rank(stamp) = fraction of live blocks older than `stamp`, accurate
-// to one bucket (<= 1/512 of the live stamp span): enough for the eviction
-// recency histogram, at ~4 KiB per source instead of 8 bytes per block.
+// (1024 buckets, also summed per group of 32) over a sliding window
+// [base, base + 1024 << shift). Rank(stamp) = fraction of live blocks older
+// than `stamp`, accurate to one bucket (<= 1/512 of the live stamp span):
+// enough for the eviction recency histogram, at ~4 KiB per source instead
+// of 8 bytes per block.
 // Add and Remove touch two counters; Rank sums at most 16 group and 16
 // bucket counters (a Fenwick tree's ten dependent steps per Add cost more:
 // stores call Add per block, removals Rank and Remove).
