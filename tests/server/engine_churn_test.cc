@@ -95,7 +95,7 @@ TEST(EngineChurn, RemovedEngineLeavesNoSeriesNoStateAndStaysGoneAfterRestart) {
   const std::optional<SourceId> id = node.sources().Find("churn", 0);
   ASSERT_TRUE(id.has_value());
   const size_t live_bytes = node.index().SourceMemoryBytes(*id);
-  EXPECT_GT(live_bytes, 12u * 1024) << "a source holding GPU blocks has its recency histogram";
+  EXPECT_GT(live_bytes, 4u * 1024) << "a source holding GPU blocks has its recency histogram (~4 KiB)";
   ASSERT_TRUE(MetricsMention(s.server->metrics_port(), "source=\"churn/dp0\""));
 
   ASSERT_TRUE(RemoveEngine(s.stubs, "churn").ok());
