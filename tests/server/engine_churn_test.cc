@@ -253,9 +253,9 @@ class ChurnRig {
   int cycle_ = 0;
 };
 
-// Before the fix every cycle kept ~22 KB in the server: a 12 KiB recency
-// histogram and 2 KiB of membership sets per source in the index, plus 12
-// metric series per removed source.
+// What a removed source must not leave behind in the server: its recency
+// histogram (~4 KiB) and membership sets (~2 KiB) in the index, and its 12
+// metric series.
 // A sanitizer's allocator keeps freed memory (quarantine) and bypasses
 // malloc's own accounting: memory per cycle says nothing under it.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
