@@ -87,8 +87,9 @@ class IndexSink final : public BatchSink {
   // Disconnected, the id released for reuse if nothing of it remains, else
   // only retired (blocks that stay must not name another source). Used for
   // removed sources and for restored ones nobody resumes. A failed release
-  // is counted as an apply error and returned. Takes no apply pause: the
-  // caller holds one or applies nothing to the id concurrently.
+  // is counted as an apply error and returned. Takes no lock of its own:
+  // call it where no batch of the id can be applied at the same time (from
+  // OnSourceRemoved, which holds the apply gate, or before ingestion starts).
   Status EndSource(SourceId id);
 
   // Holds every batch application (and reset, removal) back while alive, so
