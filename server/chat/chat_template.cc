@@ -55,6 +55,9 @@ class JinjaChatTemplate final : public ChatTemplate {
       rendered = interpreter.Render(std::move(context));
     } catch (const jinja::RenderError& e) {
       if (e.limit) return Status::OutOfRange(e.message);
+      // raise_exception('') fails the render as jinja2 does, but a Status
+      // without a message tells the caller nothing.
+      if (e.message.empty()) return Status::InvalidArgument("the chat template raised an error without a message");
       return Status::InvalidArgument(e.message);
     } catch (const nlohmann::json::exception& e) {
       return Status::InvalidArgument(std::string("template error: ") + e.what());

@@ -184,6 +184,15 @@ TEST(ChatRender, RaiseExceptionMessageIsSurfaced) {
   EXPECT_EQ(r.status().message(), "Conversation must not be empty!");
 }
 
+TEST(ChatRender, RaiseExceptionWithoutAMessageStillSaysWhat) {
+  for (const char* tmpl : {"{{ raise_exception('') }}", "{{ raise_exception() }}", "{{ raise_exception(none) }}"}) {
+    auto r = RenderWith(tmpl);
+    ASSERT_FALSE(r.ok()) << tmpl;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << tmpl;
+    EXPECT_FALSE(r.status().message().empty()) << tmpl;
+  }
+}
+
 TEST(ChatRender, TemplateRuntimeErrorsAreStatuses) {
   for (const char* bad : {"{{ x.y }}", "{{ none.a.b }}", "{{ 1 + 'a' }}", "{{ 1 // 0 }}", "{{ 5 % 0 }}",
                           "{{ x() }}", "{{ 'a'() }}", "{{ none | length }}", "{{ 3 | first }}", "{{ x | nofilter }}",
