@@ -16,37 +16,64 @@ OwnerPool::~OwnerPool() {
   for (size_t i = 0; i < dir_.size(); ++i) {
     AWord* p = dir_.Get(i);
     if (p == nullptr) break;
-    std::free(p);
+    Unmap(p, sizeof(AWord) * kPoolChunk);
   }
+}
+
+OwnerPool::FreeLinks OwnerPool::LinksOf(uint32_t off, uint32_t cls) const {
+  if (IsBig(cls)) return big_links_[off >> kBigWordsBits];
+  const AWord* p = At(off);
+  return {Ld(p[0]), Ld(p[1]), Ld(p[2])};
+}
+
+void OwnerPool::SetLinks(uint32_t off, uint32_t cls, const FreeLinks& l) {
+  if (IsBig(cls)) {
+    big_links_[off >> kBigWordsBits] = l;
+    return;
+  }
+  AWord* p = At(off);
+  St(p[0], l.next);
+  St(p[1], l.prev);
+  St(p[2], l.cls);
 }
 
 bool OwnerPool::IsFree(uint32_t off, uint32_t cls) const {
   uint32_t bit = off >> 2;
   if (((free_bits_[bit >> 6] >> (bit & 63)) & 1) == 0) return false;
-  return Ld(At(off)[2]) == cls;
+  return LinksOf(off, cls).cls == cls;
 }
 
 void OwnerPool::Push(uint32_t off, uint32_t cls) {
-  AWord* p = At(off);
-  St(p[0], free_[cls]);
-  St(p[1], kNoId);
-  St(p[2], cls);
-  if (free_[cls] != kNoId) St(At(free_[cls])[1], off);
+  const uint32_t head = free_[cls];
+  SetLinks(off, cls, {head, kNoId, cls});
+  if (head != kNoId) {
+    FreeLinks h = LinksOf(head, cls);
+    h.prev = off;
+    SetLinks(head, cls, h);
+  }
   free_[cls] = off;
   uint32_t bit = off >> 2;
   free_bits_[bit >> 6] |= uint64_t{1} << (bit & 63);
 }
 
 void OwnerPool::Unlink(uint32_t off, uint32_t cls) {
-  AWord* p = At(off);
-  uint32_t next = Ld(p[0]);
-  uint32_t prev = Ld(p[1]);
-  if (prev == kNoId) {
-    free_[cls] = next;
+  const FreeLinks l = LinksOf(off, cls);
+  if (l.prev == kNoId) {
+    free_[cls] = l.next;
   } else {
-    St(At(prev)[0], next);
+    FreeLinks p = LinksOf(l.prev, cls);
+    p.next = l.next;
+    SetLinks(l.prev, cls, p);
   }
-  if (next != kNoId) St(At(next)[1], prev);
+  if (l.next != kNoId) {
+    FreeLinks n = LinksOf(l.next, cls);
+    n.prev = l.prev;
+    SetLinks(l.next, cls, n);
+  }
+  // A big block's links outlive it beside the pool: a smaller free block
+  // may start at the same offset later, and IsFree must not read this
+  // class for it.
+  if (IsBig(cls)) big_links_[off >> kBigWordsBits].cls = kNoId;
   uint32_t bit = off >> 2;
   free_bits_[bit >> 6] &= ~(uint64_t{1} << (bit & 63));
 }
@@ -56,11 +83,12 @@ uint32_t OwnerPool::Alloc(uint32_t cls) {
   while (c <= kTopPoolClass && free_[c] == kNoId) ++c;
   if (c > kTopPoolClass) {
     if (chunks_ >= kPoolDirSize) std::abort();
-    // Uninitialised until written, so pages are committed only as used.
-    AWord* chunk = static_cast<AWord*>(std::malloc(sizeof(AWord) * kPoolChunk));
-    if (chunk == nullptr) std::abort();
+    // Zero pages, committed as arrays are written (a heap block could be
+    // memory the process already touched).
+    AWord* chunk = static_cast<AWord*>(MapZeroed(sizeof(AWord) * kPoolChunk));
     dir_.Set(chunks_, chunk);
     free_bits_.resize(free_bits_.size() + kPoolChunk / 4 / 64, 0);
+    big_links_.resize(big_links_.size() + (kPoolChunk >> kBigWordsBits));
     c = kTopPoolClass;
     Push(chunks_ << kPoolChunkBits, c);
     ++chunks_;

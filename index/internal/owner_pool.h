@@ -6,7 +6,12 @@
 // buddy while the buddy is free, so space freed when owner arrays move up a
 // class (every block gaining owners at once, as replicas warm up) becomes
 // whole chunks again instead of piling up on per-class free lists. Chunks
-// are never unmapped while the pool lives.
+// are mapped zero pages, committed as arrays are written, and never
+// unmapped while the pool lives. A free block of a page or more keeps its
+// free-list links beside the pool, not in its own words: splitting a fresh
+// chunk down to a small class would otherwise write one header into each
+// of the halves it frees, committing ~7 pages of a chunk that holds one
+// array (64 shards of a model then cost ~2 MB before any sharing).
 //
 // Readers: any thread, lock-free (At). Writers: the shard's writer only.
 #pragma once
@@ -51,11 +56,20 @@ class OwnerPool {
   uint32_t chunks() const { return chunks_; }
   // Bytes of the chunks allocated (used or free) and the free-block bitmap.
   size_t MemoryBytes() const {
-    return size_t{chunks_} * kPoolChunk * sizeof(AWord) + free_bits_.capacity() * sizeof(uint64_t);
+    return size_t{chunks_} * kPoolChunk * sizeof(AWord) + free_bits_.capacity() * sizeof(uint64_t) +
+           big_links_.capacity() * sizeof(FreeLinks);
   }
 
  private:
-  // Free block words: [0] next, [1] prev (kNoId ends), [2] class.
+  // A free block's links. Blocks below kBigWords keep them in their own
+  // words ([0] next, [1] prev, [2] class); larger ones in big_links_.
+  struct FreeLinks {
+    uint32_t next = kNoId, prev = kNoId, cls = 0;
+  };
+  static constexpr uint32_t kBigWordsBits = 10;   // 1024 words = one 4 KiB page
+  static bool IsBig(uint32_t cls) { return (kOwnerWords << cls) >= (1u << kBigWordsBits); }
+  FreeLinks LinksOf(uint32_t off, uint32_t cls) const;
+  void SetLinks(uint32_t off, uint32_t cls, const FreeLinks& l);
   void Push(uint32_t off, uint32_t cls);
   void Unlink(uint32_t off, uint32_t cls);
   bool IsFree(uint32_t off, uint32_t cls) const;
@@ -66,6 +80,7 @@ class OwnerPool {
   // Bit per 4 pool words: a free block starts there (its class is in its
   // word 2). Lets Free find a free buddy without trusting pool words.
   std::vector<uint64_t> free_bits_;
+  std::vector<FreeLinks> big_links_;   // by off >> kBigWordsBits
 };
 
 }  // namespace kvidx::internal

@@ -1,8 +1,13 @@
 // The block index's shard parts on their own: table, record arena, owner
 // pool, spill map (index/internal/).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <iterator>
+#include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -130,6 +135,56 @@ TEST(OwnerPoolTest, FreeMergesBuddies) {
   EXPECT_EQ(p.chunks(), 1u);
   p.Alloc(1);   // the only chunk is taken: a second one
   EXPECT_EQ(p.chunks(), 2u);
+}
+
+// Random allocations and frees of every class, small and page-sized
+// (whose free-list links live beside the pool): blocks stay aligned and
+// disjoint, and once all are freed every chunk is whole again.
+TEST(OwnerPoolTest, RandomAllocFreeKeepsBlocksDisjointAndMergesBack) {
+  OwnerPool p;
+  std::mt19937 rng(7);
+  std::map<uint32_t, uint32_t> live;   // off -> class
+  auto words = [](uint32_t cls) { return kOwnerWords << cls; };
+  for (int step = 0; step < 20000; ++step) {
+    if (live.empty() || rng() % 5 < 3) {
+      uint32_t cls = 1 + rng() % 12;
+      uint32_t off = p.Alloc(cls);
+      ASSERT_EQ(off % words(cls), 0u);
+      auto next = live.lower_bound(off);
+      if (next != live.end()) {
+        ASSERT_LE(off + words(cls), next->first) << step;
+      }
+      if (next != live.begin()) {
+        auto prev = std::prev(next);
+        ASSERT_LE(prev->first + words(prev->second), off) << step;
+      }
+      live[off] = cls;
+    } else {
+      auto it = std::next(live.begin(), rng() % live.size());
+      p.Free(it->first, it->second);
+      live.erase(it);
+    }
+  }
+  const uint32_t chunks = p.chunks();
+  for (auto [off, cls] : live) p.Free(off, cls);
+  for (uint32_t i = 0; i < chunks; ++i) EXPECT_EQ(p.Alloc(kTopPoolClass) % kPoolChunk, 0u);
+  EXPECT_EQ(p.chunks(), chunks);
+}
+
+// A fresh chunk split down to one small array commits the array's page
+// only: the halves the split frees keep their links beside the pool.
+TEST(OwnerPoolTest, SmallArrayInAFreshChunkCommitsOnePage) {
+  OwnerPool p;
+  uint32_t off = p.Alloc(1);
+  AWord* a = p.At(off);
+  St(a[0], 1);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t pages = sizeof(AWord) * kPoolChunk / page;
+  std::vector<unsigned char> resident(pages);
+  ASSERT_EQ(mincore(p.At(0), sizeof(AWord) * kPoolChunk, resident.data()), 0);
+  size_t committed = 0;
+  for (unsigned char r : resident) committed += r & 1;
+  EXPECT_EQ(committed, 1u);
 }
 
 TEST(OwnerPoolTest, ClassFor) {
