@@ -445,7 +445,8 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
     uint32_t shard_idx = pk.shard();
     Shard& sh = model->shards[shard_idx];
     Shard::WriteLock slock(sh);
-    uint32_t id = sh.Find(pk);
+    uint32_t slot;
+    uint32_t id = sh.Locate(pk, &slot);
     AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
     if (o == nullptr) {
       slock.Unlock();
@@ -458,7 +459,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
     bool left_block = false;   // the source no longer owns the block in any tier
     sh.BeginWrite();
     if (last) {
-      left_block = sh.RemoveOwner(id, okey) || !sh.HasSource(id, source);
+      left_block = sh.RemoveOwner(id, okey, slot) || !sh.HasSource(id, source);
     } else {
       --counts.ref;
       sh.SetOwner(id, o, stamp, counts);

@@ -71,7 +71,7 @@ void RecordArena::Free(uint32_t id) {
   free_ = id;
 }
 
-void RecordArena::WriteSideKey(uint32_t id, const ProbeKey& k) {
+void RecordArena::WriteSideKeySlow(uint32_t id, const ProbeKey& k) {
   SideKey* side = side_dir_.Get(id >> kRecChunkBits);
   if (side == nullptr) {
     if (k.code == 0) return;   // integer keys need no side entry

@@ -60,9 +60,16 @@ class RecordArena {
   // Marks `id` free (readers see kSrcFree) and chains it for reuse.
   void Free(uint32_t id);
   // Records the leading digest bytes of a bytes-form key for record `id`.
-  void WriteSideKey(uint32_t id, const ProbeKey& k);
+  // Inline for the usual case, an integer key in an arena without side
+  // keys: every insert calls it.
+  void WriteSideKey(uint32_t id, const ProbeKey& k) {
+    if (k.code == 0 && !has_side_.load(std::memory_order_relaxed)) return;
+    WriteSideKeySlow(id, k);
+  }
 
  private:
+  void WriteSideKeySlow(uint32_t id, const ProbeKey& k);
+
   std::atomic<uint32_t> top_{0};
   PtrDir<Rec> rec_dir_{kRecDirSize};
   PtrDir<SideKey> side_dir_{kRecDirSize};

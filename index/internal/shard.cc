@@ -199,17 +199,18 @@ void Shard::AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts cou
   MoveOwners(id, off, n, OwnerClassFor(n + 1), pos, w);
 }
 
-void Shard::EraseSlotOf(uint32_t id) {
-  if (table_.load(std::memory_order_relaxed)->Erase(MixKey(KeyWire(RecAt(id))), id)) ++growth_left_;
+void Shard::EraseSlotOf(uint32_t id, uint32_t slot) {
+  Table* t = table_.load(std::memory_order_relaxed);
+  if (slot != kNoId ? t->EraseSlot(slot) : t->Erase(MixKey(KeyWire(RecAt(id))), id)) ++growth_left_;
 }
 
-bool Shard::RemoveOwner(uint32_t id, uint32_t okey) {
+bool Shard::RemoveOwner(uint32_t id, uint32_t okey, uint32_t slot) {
   Rec* r = RecAt(id);
   uint32_t a = Ld(r->w[2]);
   if (OwnerSource(a) != kSrcOverflow) {
     if (OwnerIdentity(a) != okey) return false;
     if ((a & kRefMask) == kRefSpilled) spill_.Erase(id, okey);
-    EraseSlotOf(id);
+    EraseSlotOf(id, slot);
     records_.Free(id);
     size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     return true;

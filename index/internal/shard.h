@@ -127,8 +127,19 @@ class Shard {
   // Rewrites owner `o` of record `id` (stamp and counts; identity kept).
   void SetOwner(uint32_t id, AWord* o, uint32_t stamp, OwnerCounts counts) KVIDX_REQUIRES(mu_);
   // Removes owner `okey`; frees the record (and its table slot) when it was
-  // the last. Returns true if the record is gone.
-  bool RemoveOwner(uint32_t id, uint32_t okey) KVIDX_REQUIRES(mu_);
+  // the last. Returns true if the record is gone. `slot` is the record's
+  // table slot from Locate under the same lock hold, or kNoId (the table is
+  // then searched for it).
+  bool RemoveOwner(uint32_t id, uint32_t okey, uint32_t slot = kNoId) KVIDX_REQUIRES(mu_);
+  // Find for the writer, which also learns the record's table slot (for
+  // RemoveOwner): record id or kNoId.
+  uint32_t Locate(const ProbeKey& k, uint32_t* slot) const KVIDX_REQUIRES(mu_) {
+    uint32_t id = kNoId;
+    const Table* t = table_.load(std::memory_order_relaxed);
+    *slot = t == nullptr ? kNoId
+                         : t->FindSlot(k.hash, [this, &k](uint32_t candidate) { return KeyEquals(candidate, k); }, &id);
+    return id;
+  }
   bool IsLive(uint32_t id) const KVIDX_REQUIRES(mu_);
   // Whether live record `id` has an owner of `source` (any tier or group).
   bool HasSource(uint32_t id, uint32_t source) const KVIDX_REQUIRES(mu_);
@@ -159,7 +170,7 @@ class Shard {
   // dropping position `pos` (add == nullptr).
   void MoveOwners(uint32_t id, uint32_t off, uint32_t n, uint32_t cls, uint32_t pos, const uint32_t* add)
       KVIDX_REQUIRES(mu_);
-  void EraseSlotOf(uint32_t id) KVIDX_REQUIRES(mu_);
+  void EraseSlotOf(uint32_t id, uint32_t slot) KVIDX_REQUIRES(mu_);
   void Resize(EpochDomain* epoch) KVIDX_REQUIRES(mu_);
 
   Mutex mu_;

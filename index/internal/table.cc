@@ -58,25 +58,21 @@ bool Table::Insert(uint64_t hash, uint32_t id) {
 }
 
 bool Table::Erase(uint64_t hash, uint32_t id) {
-  uint32_t mask = groups_ - 1;
-  uint32_t g = GroupOf(hash, groups_);
-  uint8_t tag = TagOf(hash);
-  for (uint32_t step = 0; step < groups_; ++step) {
-    uint64_t ctrl = ctrl_[g].load(std::memory_order_relaxed);
-    for (uint64_t m = MatchTag(ctrl, tag); m != 0; m &= m - 1) {
-      uint32_t i = LowestByte(m);
-      if (Ld(slots_[g * 8 + i]) != id) continue;
-      // A group that still has an empty slot never made a probe continue
-      // past it, so the slot can become empty again; otherwise tombstone.
-      bool empty_ok = MatchEmpty(ctrl) != 0;
-      ctrl_[g].store(WithCtrlByte(ctrl, i, empty_ok ? kCtrlEmpty : kCtrlDeleted), std::memory_order_relaxed);
-      St(slots_[g * 8 + i], kNoId);
-      return empty_ok;
-    }
-    if (MatchEmpty(ctrl) != 0) break;
-    g = (g + step + 1) & mask;
-  }
-  std::abort();  // a live record must be in the table
+  uint32_t found = kNoId;
+  const uint32_t slot = FindSlot(hash, [id](uint32_t candidate) { return candidate == id; }, &found);
+  if (slot == kNoId) std::abort();  // a live record must be in the table
+  return EraseSlot(slot);
+}
+
+bool Table::EraseSlot(uint32_t slot) {
+  const uint32_t g = slot / 8, i = slot % 8;
+  const uint64_t ctrl = ctrl_[g].load(std::memory_order_relaxed);
+  // A group that still has an empty slot never made a probe continue past
+  // it, so the slot can become empty again; otherwise tombstone.
+  const bool empty_ok = MatchEmpty(ctrl) != 0;
+  ctrl_[g].store(WithCtrlByte(ctrl, i, empty_ok ? kCtrlEmpty : kCtrlDeleted), std::memory_order_relaxed);
+  St(slots_[slot], kNoId);
+  return empty_ok;
 }
 
 }  // namespace kvidx::internal

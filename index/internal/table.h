@@ -63,7 +63,15 @@ class Table {
   // The first id whose tag matches `hash` and for which `holds(id)`, or
   // kNoId.
   template <typename Holds>
-  uint32_t Find(uint64_t hash, Holds holds) const;
+  uint32_t Find(uint64_t hash, Holds holds) const {
+    uint32_t id = kNoId;
+    FindSlot(hash, holds, &id);
+    return id;
+  }
+  // Find's slot (group * 8 + index in the group), or kNoId; *id = the id.
+  // A writer that erases what it found passes the slot to EraseSlot.
+  template <typename Holds>
+  uint32_t FindSlot(uint64_t hash, Holds holds, uint32_t* id) const;
   // A query pipeline's hints: prefetches `hash`'s home group; the id of the
   // first tag match there, or kNoId. Unvalidated.
   // Inlined by force like Shard::PrefetchGroup: with only the caller
@@ -86,6 +94,8 @@ class Table {
   // Removes `id`, which must be present; true when its slot became empty
   // again rather than a tombstone (one more before the next rebuild).
   bool Erase(uint64_t hash, uint32_t id);
+  // Erase of the id in `slot` (from FindSlot, with no write since).
+  bool EraseSlot(uint32_t slot);
   // fn(id) for every id in the table.
   template <typename Fn>
   void ForEachId(Fn fn) const;
@@ -100,19 +110,24 @@ class Table {
 };
 
 template <typename Holds>
-inline uint32_t Table::Find(uint64_t hash, Holds holds) const {
+inline uint32_t Table::FindSlot(uint64_t hash, Holds holds, uint32_t* id) const {
   uint32_t mask = groups_ - 1;
   uint32_t g = GroupOf(hash, groups_);
   uint8_t tag = TagOf(hash);
   for (uint32_t step = 0; step < groups_; ++step) {
     uint64_t ctrl = ctrl_[g].load(std::memory_order_relaxed);
     for (uint64_t m = MatchTag(ctrl, tag); m != 0; m &= m - 1) {
-      uint32_t id = Ld(slots_[g * 8 + LowestByte(m)]);
-      if (holds(id)) return id;
+      const uint32_t slot = g * 8 + LowestByte(m);
+      const uint32_t candidate = Ld(slots_[slot]);
+      if (holds(candidate)) {
+        *id = candidate;
+        return slot;
+      }
     }
-    if (MatchEmpty(ctrl) != 0) return kNoId;
+    if (MatchEmpty(ctrl) != 0) break;
     g = (g + step + 1) & mask;
   }
+  *id = kNoId;
   return kNoId;
 }
 
