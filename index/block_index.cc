@@ -11,6 +11,7 @@
 #include "index/internal/lookup_pipeline.h"
 #include "index/internal/ptr_dir.h"
 #include "index/internal/shard.h"
+#include "index/internal/shard_order.h"
 #include "index/record_set.h"
 #include "index/recency.h"
 
@@ -24,6 +25,7 @@ using internal::Ld;
 using internal::LongQueryPipeline;
 using internal::QueryPipeline;
 using internal::WritePipeline;
+using internal::ShardOrder;
 using internal::kShortQueryBlocks;
 using internal::OwnerCounts;
 using internal::OwnerGroup;
@@ -51,6 +53,12 @@ constexpr uint64_t kStampLimit = uint64_t{1} << internal::kStampBits;
 constexpr uint64_t kStampKeep = uint64_t{1} << 22;
 constexpr size_t kStoreStep = 1 << 16;
 static_assert(kStampKeep + kStoreStep + 1 < kStampLimit);
+
+// RemoveCopy's note: the owner's stamp, whether a copy went and whether
+// it was the last one.
+constexpr uint32_t kRemovedCopy = 1u << 31;
+constexpr uint32_t kRemovedLast = 1u << 30;
+static_assert(internal::kStampBits <= 30);
 
 // A stamp's value after the clock moved down by `base`.
 inline uint32_t RebaseStamp(uint64_t stamp, uint64_t base) {
@@ -190,8 +198,15 @@ struct BlockIndex::Impl {
 
   // Writer-side helpers; the caller holds src.mu.
   void MaybeRebase(SourceData& src, SourceId source, uint64_t needed) KVIDX_REQUIRES(src.mu);
-  void ApplyStore(Model& model, ModelId m, SourceData& src, uint32_t okey, const ProbeKey& pk,
-                  uint32_t stamp, bool hit_candidate, bool reused) KVIDX_REQUIRES(src.mu);
+  // One block of a store, under `sh`'s writer lock (pk's shard).
+  void ApplyStore(Shard& sh, ModelId m, SourceData& src, uint32_t okey, const ProbeKey& pk, uint32_t stamp,
+                  bool hit_candidate, bool reused) KVIDX_REQUIRES(src.mu);
+  // One copy of one block of a removal, under `sh`'s writer lock. Returns
+  // the note Remove replays the recency ranks from (kRemovedCopy, maybe
+  // kRemovedLast, the owner's stamp), or 0 when the source did not hold
+  // the block (counted as drift).
+  uint32_t RemoveCopy(Shard& sh, ModelId m, SourceData& src, uint32_t okey, const ProbeKey& pk)
+      KVIDX_REQUIRES(src.mu);
   bool Holds(Model& model, const BlockKey& key, uint32_t okey);
   void AdjustTierCount(SourceData& src, uint32_t tier, int64_t d) KVIDX_REQUIRES(src.mu) {
     internal::SoleWriterAdd(src.counters.blocks_per_tier[tier], static_cast<uint64_t>(d));
@@ -244,6 +259,37 @@ std::optional<ModelId> BlockIndex::FindModel(std::string_view name) const {
 
 // ------------------------------------------------------------------ ingest
 
+namespace {
+
+// The writer thread's scratch for grouping a write by shard.
+ShardOrder& WriterOrder() {
+  thread_local ShardOrder order;
+  return order;
+}
+
+// fn(shard, j, key j) for every block of `order`, in its order, under the
+// block's shard writer lock, taken once per run of blocks in one shard.
+// The lookups are prefetched ahead in the same order.
+template <typename Fn>
+void ForEachByShard(Model& model, const ShardOrder& order, Fn fn) {
+  const size_t n = order.keys().size();
+  if (n == 0) return;
+  WritePipeline<ShardOrder::View> pipe(model.shards, order.keys());
+  pipe.Advance(0);
+  size_t j = 0;
+  while (j < n) {
+    const uint32_t shard_idx = pipe.ShardIndexOf(j);
+    Shard& sh = model.shards[shard_idx];
+    Shard::WriteLock lock(sh);
+    do {
+      fn(sh, j, pipe.KeyOf(j));
+      if (++j < n) pipe.Advance(j);
+    } while (j < n && pipe.ShardIndexOf(j) == shard_idx);
+  }
+}
+
+}  // namespace
+
 bool BlockIndex::Impl::Holds(Model& model, const BlockKey& key, uint32_t okey) {
   ProbeKey pk(key);
   Shard& sh = model.shards[pk.shard()];
@@ -252,15 +298,13 @@ bool BlockIndex::Impl::Holds(Model& model, const BlockKey& key, uint32_t okey) {
   return id != kNoId && sh.FindOwner(id, okey) != nullptr;
 }
 
-void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint32_t okey,
-                                  const ProbeKey& pk, uint32_t stamp, bool hit_candidate, bool reused) {
-  uint32_t shard_idx = pk.shard();
-  Shard& sh = model.shards[shard_idx];
+void BlockIndex::Impl::ApplyStore(Shard& sh, ModelId m, SourceData& src, uint32_t okey, const ProbeKey& pk,
+                                  uint32_t stamp, bool hit_candidate, bool reused) {
+  sh.AssertWriteLocked();
   const uint32_t tier = OwnerTier(okey);
   const bool gpu = tier == static_cast<uint32_t>(Tier::kGpu);
   internal::SourceCounters& c = src.counters;
 
-  Shard::WriteLock lock(sh);
   uint32_t id = sh.Find(pk);
   AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
   if (o != nullptr) {
@@ -274,7 +318,6 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
     sh.BeginWrite();
     sh.SetOwner(id, o, stamp, counts);
     sh.EndWrite();
-    lock.Unlock();
     if (hit_candidate) {
       internal::SoleWriterAdd(c.hits, 1);
     } else {
@@ -297,8 +340,7 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
     sh.AddOwner(id, okey, stamp, counts);
     sh.EndWrite();
   }
-  lock.Unlock();
-  src.Members(m, shard_idx).Insert(id);   // no-op if the source owns the block in another tier
+  src.Members(m, pk.shard()).Insert(id);   // no-op if the source owns the block in another tier
   AdjustTierCount(src, tier, 1);
   if (reused) {
     c.hits.fetch_add(1, std::memory_order_relaxed);
@@ -308,6 +350,35 @@ void BlockIndex::Impl::ApplyStore(Model& model, ModelId m, SourceData& src, uint
     AddGpuCopies(src, 1);
     src.gpu_hist.Add(stamp);
   }
+}
+
+uint32_t BlockIndex::Impl::RemoveCopy(Shard& sh, ModelId m, SourceData& src, uint32_t okey, const ProbeKey& pk) {
+  sh.AssertWriteLocked();
+  uint32_t slot;
+  const uint32_t id = sh.Locate(pk, &slot);
+  AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
+  if (o == nullptr) {
+    internal::SoleWriterAdd(src.counters.drift_remove_unknown, 1);
+    return 0;
+  }
+  const uint32_t stamp = OwnerStamp(Ld(o[1]));
+  OwnerCounts counts = sh.CountsOf(id, o);
+  const bool last = counts.ref <= 1;
+  const uint32_t source = OwnerSource(okey);
+  bool left_block = false;   // the source no longer owns the block in any tier
+  sh.BeginWrite();
+  if (last) {
+    left_block = sh.RemoveOwner(id, okey, slot) || !sh.HasSource(id, source);
+  } else {
+    --counts.ref;
+    sh.SetOwner(id, o, stamp, counts);
+  }
+  sh.EndWrite();
+  if (left_block) src.Members(m, pk.shard()).Erase(id);
+  const uint32_t tier = OwnerTier(okey);
+  if (tier == static_cast<uint32_t>(Tier::kGpu)) AddGpuCopies(src, -1);
+  if (last) AdjustTierCount(src, tier, -1);
+  return kRemovedCopy | (last ? kRemovedLast : 0) | stamp;
 }
 
 template <typename Fn>
@@ -402,16 +473,20 @@ Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup g
   // tail before the head: give earlier blocks of the chain newer stamps
   // (within each step of kStoreStep blocks; real events are far shorter).
   internal::EpochDomain::ReadGuard guard(impl_->epoch);   // the pipeline's peeks read shared tables
-  WritePipeline pipe(model->shards, hashes);
+  ShardOrder& order = WriterOrder();
   for (size_t lo = 0; lo < hashes.size(); lo += kStoreStep) {
     const size_t n = std::min(kStoreStep, hashes.size() - lo);
     impl_->MaybeRebase(src, source, n + 1);
     const uint64_t base = src.clock;
     src.clock += n;
-    for (size_t i = 0; i < n; ++i) {
-      pipe.Advance(lo + i);
-      impl_->ApplyStore(*model, model_id, src, okey, pipe.KeyOf(lo + i), static_cast<uint32_t>(base + (n - i)),
-                        hit_candidate, reused);
+    for (size_t g = 0; g < n; g += internal::kGroupStep) {
+      order.Build(hashes.subspan(lo + g, std::min(internal::kGroupStep, n - g)));
+      ForEachByShard(*model, order, [&](Shard& sh, size_t j, const ProbeKey& pk) {
+        src.mu.AssertHeld();
+        const size_t i = g + order.index()[j];
+        impl_->ApplyStore(sh, model_id, src, okey, pk, static_cast<uint32_t>(base + (n - i)), hit_candidate,
+                          reused);
+      });
     }
   }
   c.stored_blocks.fetch_add(hashes.size(), std::memory_order_relaxed);
@@ -437,43 +512,22 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
   const uint32_t okey = OwnerKey(source, static_cast<uint32_t>(tier), group.idx);
   const bool gpu = tier == Tier::kGpu;
   internal::EpochDomain::ReadGuard guard(impl_->epoch);   // the pipeline's peeks read shared tables
-  WritePipeline pipe(model->shards, hashes);
   internal::RankHistogramBatch ranks;
-  for (size_t i = 0; i < hashes.size(); ++i) {
-    pipe.Advance(i);
-    const ProbeKey& pk = pipe.KeyOf(i);
-    uint32_t shard_idx = pk.shard();
-    Shard& sh = model->shards[shard_idx];
-    Shard::WriteLock slock(sh);
-    uint32_t slot;
-    uint32_t id = sh.Locate(pk, &slot);
-    AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
-    if (o == nullptr) {
-      slock.Unlock();
-      internal::SoleWriterAdd(c.drift_remove_unknown, 1);
-      continue;
-    }
-    uint32_t stamp = OwnerStamp(Ld(o[1]));
-    OwnerCounts counts = sh.CountsOf(id, o);
-    bool last = counts.ref <= 1;
-    bool left_block = false;   // the source no longer owns the block in any tier
-    sh.BeginWrite();
-    if (last) {
-      left_block = sh.RemoveOwner(id, okey, slot) || !sh.HasSource(id, source);
-    } else {
-      --counts.ref;
-      sh.SetOwner(id, o, stamp, counts);
-    }
-    sh.EndWrite();
-    slock.Unlock();
-    if (left_block) src.Members(model_id, shard_idx).Erase(id);
-    if (gpu) {
+  ShardOrder& order = WriterOrder();
+  for (size_t lo = 0; lo < hashes.size(); lo += internal::kGroupStep) {
+    order.Build(hashes.subspan(lo, std::min(internal::kGroupStep, hashes.size() - lo)));
+    std::span<uint32_t> removed = order.notes();
+    ForEachByShard(*model, order, [&](Shard& sh, size_t j, const ProbeKey& pk) {
+      src.mu.AssertHeld();
+      removed[order.index()[j]] = impl_->RemoveCopy(sh, model_id, src, okey, pk);
+    });
+    // The recency ranks in event order: each removal is ranked among the
+    // blocks the source still held when its turn came.
+    for (uint32_t note : removed) {
+      if ((note & kRemovedCopy) == 0 || !gpu) continue;
+      const uint32_t stamp = OwnerStamp(note);
       ranks.Add(src.gpu_hist.Rank(stamp));
-      impl_->AddGpuCopies(src, -1);
-    }
-    if (last) {
-      impl_->AdjustTierCount(src, static_cast<uint32_t>(tier), -1);
-      if (gpu) src.gpu_hist.Remove(stamp);
+      if ((note & kRemovedLast) != 0) src.gpu_hist.Remove(stamp);
     }
   }
   impl_->eviction_rank.Add(ranks);

@@ -45,7 +45,8 @@
 // one; calls for the same source must not run concurrently (they are
 // serialised by a per-source mutex anyway). Readers: any number of threads.
 // Each model's blocks are split over 64 shards by key hash. A writer holds
-// the shard's mutex (writer/writer exclusion only) and wraps each single-
+// the shard's mutex (writer/writer exclusion only; a long event's blocks
+// are applied grouped by shard, one hold per shard) and wraps each single-
 // block mutation in the shard's sequence counter (seqlock). Readers take no
 // lock and write no shared memory: they read a block's entry with relaxed
 // atomic loads between two reads of the sequence counter and retry that

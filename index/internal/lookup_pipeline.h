@@ -48,12 +48,14 @@ namespace kvidx::internal {
 
 // `GroupAhead`, `RecAhead`, `OwnersAhead`: how many blocks ahead each stage
 // runs (see QueryPipeline and WritePipeline below for the measured choices).
-template <size_t GroupAhead, size_t RecAhead, size_t OwnersAhead>
+// `Keys`: the walk's keys in walk order, anything with size() and
+// operator[] giving a BlockKey (a span, or a ShardOrder's permuted view).
+template <size_t GroupAhead, size_t RecAhead, size_t OwnersAhead, typename Keys = std::span<const BlockKey>>
 class LookupPipeline {
  public:
   using Shards = std::array<Shard, kShards>;
 
-  [[gnu::always_inline]] LookupPipeline(const Shards& shards, std::span<const BlockKey> keys)
+  [[gnu::always_inline]] LookupPipeline(const Shards& shards, Keys keys)
       : shards_(shards), keys_(keys) {
     const size_t n = keys_.size();
     for (size_t j = 0; j < std::min(n, kGroupAhead); ++j) {
@@ -102,7 +104,7 @@ class LookupPipeline {
   static_assert(kGroupAhead < kRing && kRecAhead < kGroupAhead && kOwnersAhead < kRecAhead && kOwnersAhead >= 1);
 
   const Shards& shards_;
-  std::span<const BlockKey> keys_;
+  Keys keys_;
   ProbeKey pk_[kRing];
   const Rec* peek_[kRing] = {};
   uint32_t peek_id_[kRing];
@@ -120,6 +122,7 @@ using QueryPipeline = LookupPipeline<6, 4, 2>;
 // Measured on W2 (docs/BENCHMARKS.md): 16/10/4 beat 6/4/2 and 24/16/8 for
 // stores and removals, and cut the query p99 by a quarter.
 using LongQueryPipeline = LookupPipeline<16, 10, 4>;
-using WritePipeline = LookupPipeline<16, 10, 4>;
+template <typename Keys>
+using WritePipeline = LookupPipeline<16, 10, 4, Keys>;
 
 }  // namespace kvidx::internal

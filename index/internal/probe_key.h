@@ -20,6 +20,10 @@ inline uint64_t MixKey(uint64_t x) {
   return x;
 }
 
+inline uint32_t ShardOfHash(uint64_t hash) { return static_cast<uint32_t>(hash >> (64 - kShardBits)); }
+// The shard of the key whose wire form is `wire` (as ProbeKey computes it).
+inline uint32_t ShardOfWire(uint64_t wire) { return ShardOfHash(MixKey(wire)); }
+
 // A query or event key, hashed once. `head` is meaningful only when
 // code != 0 (bytes form), so integer keys never touch it. The code and head
 // are what a record's side key holds (see RecordArena).
@@ -41,7 +45,7 @@ struct ProbeKey {
     code = 0;
     if (k.is_bytes()) SetBytes(k);
   }
-  uint32_t shard() const { return static_cast<uint32_t>(hash >> (64 - kShardBits)); }
+  uint32_t shard() const { return ShardOfHash(hash); }
 
  private:
   void SetBytes(const BlockKey& k);

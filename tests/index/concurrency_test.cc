@@ -47,7 +47,8 @@ std::vector<Op> Script(uint64_t seed, SourceId first_source, size_t n) {
     uint64_t r = rng() % 100;
     op.kind = r < 60 ? 0 : r < 99 ? 1 : 2;
     uint64_t start = rng() % 3000;
-    op.keys = Chain(start, 1 + rng() % 16);
+    // One in twenty long enough to be applied grouped by shard.
+    op.keys = Chain(start, rng() % 20 == 0 ? 128 + rng() % 300 : 1 + rng() % 16);
     if (rng() % 2) op.parent = BlockKey::FromU64(start - 1);
     ops.push_back(std::move(op));
   }

@@ -397,6 +397,13 @@ TEST(DifferentialTest, LongChains) {
                   LongChains{.store_len = 160, .remove_len = 120, .query_len = 200});
 }
 
+// Stores and removals of hundreds of blocks: past kMinGroupedBlocks the
+// index applies them grouped by shard (internal/shard_order.h).
+TEST(DifferentialTest, LongWritesGroupedByShard) {
+  RunDifferential(LongChainEvents(EventsFromEnv() / 40), {0, 1, 2, 3}, 30000, 7171, 600, /*removes=*/350, /*clears=*/5,
+                  LongChains{.store_len = 600, .remove_len = 400, .query_len = 300});
+}
+
 // The same with more than 64 sources (the candidate-list walk).
 TEST(DifferentialTest, LongChainsManySources) {
   std::vector<uint32_t> ids;
