@@ -305,7 +305,8 @@ void BlockIndex::Impl::ApplyStore(Shard& sh, ModelId m, SourceData& src, uint32_
   const bool gpu = tier == static_cast<uint32_t>(Tier::kGpu);
   internal::SourceCounters& c = src.counters;
 
-  uint32_t id = sh.Find(pk);
+  uint32_t free_slot;
+  uint32_t id = sh.LocateOrFree(pk, &free_slot);
   AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
   if (o != nullptr) {
     uint32_t old_stamp = OwnerStamp(Ld(o[1]));
@@ -334,7 +335,7 @@ void BlockIndex::Impl::ApplyStore(Shard& sh, ModelId m, SourceData& src, uint32_
   // on a block whose original store we missed.
   const OwnerCounts counts{1, reused ? 1u : 0u};
   if (id == kNoId) {
-    id = sh.InsertRecord(pk, okey, stamp, counts, &epoch);
+    id = sh.InsertRecord(pk, okey, stamp, counts, &epoch, free_slot);
   } else {
     sh.BeginWrite();
     sh.AddOwner(id, okey, stamp, counts);

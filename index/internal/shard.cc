@@ -85,16 +85,12 @@ OwnerCounts Shard::CountsOf(uint32_t id, const AWord* o) const {
   return spill_.Get(id, OwnerIdentity(w0));
 }
 
-void Shard::EncodeOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts c, bool was_spilled,
-                        uint32_t out[2]) {
-  const bool fits = c.ref < kRefSpilled && c.hits <= kHitsInlineMax;
+void Shard::UpdateSpill(uint32_t id, uint32_t okey, OwnerCounts counts, bool fits) {
   if (!fits) {
-    spill_.Set(id, okey, c);
-  } else if (was_spilled) {
+    spill_.Set(id, okey, counts);
+  } else {
     spill_.Erase(id, okey);
   }
-  out[0] = okey | (fits ? c.ref : kRefSpilled);
-  out[1] = (stamp & kStampMask) | ((c.hits > 255 ? 255u : c.hits) << kStampBits);
 }
 
 void Shard::SetOwner(uint32_t id, AWord* o, uint32_t stamp, OwnerCounts counts) {
@@ -120,8 +116,11 @@ void Shard::Resize(EpochDomain* epoch) {
 }
 
 uint32_t Shard::InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, OwnerCounts counts,
-                             EpochDomain* epoch) {
-  if (growth_left_ == 0) Resize(epoch);
+                             EpochDomain* epoch, uint32_t free_slot) {
+  if (growth_left_ == 0) {
+    Resize(epoch);
+    free_slot = kNoId;   // a slot of the old table
+  }
   BeginWrite();
   uint32_t id = records_.Alloc();
   Rec* r = RecAt(id);
@@ -132,7 +131,8 @@ uint32_t Shard::InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, O
   St(r->w[3], w[1]);
   St(r->w[2], w[0]);
   records_.WriteSideKey(id, k);
-  if (table_.load(std::memory_order_relaxed)->Insert(k.hash, id)) --growth_left_;
+  Table* t = table_.load(std::memory_order_relaxed);
+  if (free_slot != kNoId ? t->InsertAt(free_slot, k.hash, id) : t->Insert(k.hash, id)) --growth_left_;
   size_.store(size_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   EndWrite();
   return id;

@@ -119,9 +119,10 @@ class Shard {
   OwnerCounts CountsOf(uint32_t id, const AWord* o) const KVIDX_REQUIRES(mu_);
   // Creates a record for `k` with one owner; returns its id. Grows the table
   // first if needed (publishing it with its own short write section) -- so
-  // call it *outside* a BeginWrite/EndWrite pair.
-  uint32_t InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, OwnerCounts counts,
-                        EpochDomain* epoch) KVIDX_REQUIRES(mu_);
+  // call it *outside* a BeginWrite/EndWrite pair. `free_slot`: from a
+  // LocateOrFree that missed under the same lock hold, or kNoId.
+  uint32_t InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, OwnerCounts counts, EpochDomain* epoch,
+                        uint32_t free_slot = kNoId) KVIDX_REQUIRES(mu_);
   // The following must run inside BeginWrite/EndWrite.
   void AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts) KVIDX_REQUIRES(mu_);
   // Rewrites owner `o` of record `id` (stamp and counts; identity kept).
@@ -138,6 +139,17 @@ class Shard {
     const Table* t = table_.load(std::memory_order_relaxed);
     *slot = t == nullptr ? kNoId
                          : t->FindSlot(k.hash, [this, &k](uint32_t candidate) { return KeyEquals(candidate, k); }, &id);
+    return id;
+  }
+  // Find for a writer about to insert on a miss: also the table slot the
+  // insert would take (*free_slot, for InsertRecord).
+  uint32_t LocateOrFree(const ProbeKey& k, uint32_t* free_slot) const KVIDX_REQUIRES(mu_) {
+    uint32_t id = kNoId;
+    *free_slot = kNoId;
+    const Table* t = table_.load(std::memory_order_relaxed);
+    if (t != nullptr) {
+      t->FindSlot(k.hash, [this, &k](uint32_t candidate) { return KeyEquals(candidate, k); }, &id, free_slot);
+    }
     return id;
   }
   bool IsLive(uint32_t id) const KVIDX_REQUIRES(mu_);
@@ -162,9 +174,16 @@ class Shard {
   bool ReadValid(uint64_t s) const;
   // Owner words for `okey` with `stamp` and `counts`; spills the counts of
   // record `id` when they do not fit inline (and drops a spill entry that
-  // is no longer needed when `was_spilled`).
+  // is no longer needed when `was_spilled`). Inline: every stored block
+  // encodes an owner, and spills are rare.
   void EncodeOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts, bool was_spilled,
-                   uint32_t out[2]) KVIDX_REQUIRES(mu_);
+                   uint32_t out[2]) KVIDX_REQUIRES(mu_) {
+    const bool fits = counts.ref < kRefSpilled && counts.hits <= kHitsInlineMax;
+    if (!fits || was_spilled) [[unlikely]] UpdateSpill(id, okey, counts, fits);
+    out[0] = okey | (fits ? counts.ref : kRefSpilled);
+    out[1] = (stamp & kStampMask) | ((counts.hits > 255 ? 255u : counts.hits) << kStampBits);
+  }
+  void UpdateSpill(uint32_t id, uint32_t okey, OwnerCounts counts, bool fits) KVIDX_REQUIRES(mu_);
   // Moves record `id`'s owner array (count `n`, at `off`) to a new block of
   // class `cls`, inserting `add` at position `pos` (when add != nullptr) or
   // dropping position `pos` (add == nullptr).

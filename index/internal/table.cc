@@ -9,7 +9,6 @@ namespace kvidx::internal {
 
 namespace {
 
-inline uint64_t MatchEmptyOrDeleted(uint64_t ctrl) { return ctrl & ~(ctrl << 7) & kMsbs; }
 inline uint8_t CtrlByte(uint64_t word, uint32_t i) { return static_cast<uint8_t>(word >> (8 * i)); }
 inline uint64_t WithCtrlByte(uint64_t word, uint32_t i, uint8_t b) {
   return (word & ~(uint64_t{0xFF} << (8 * i))) | (uint64_t{b} << (8 * i));
@@ -45,16 +44,19 @@ bool Table::Insert(uint64_t hash, uint32_t id) {
   uint32_t mask = groups_ - 1;
   uint32_t g = GroupOf(hash, groups_);
   for (uint32_t step = 0;; ++step) {
-    uint64_t ctrl = ctrl_[g].load(std::memory_order_relaxed);
-    uint64_t m = MatchEmptyOrDeleted(ctrl);
-    if (m != 0) {
-      uint32_t i = LowestByte(m);
-      St(slots_[g * 8 + i], id);
-      ctrl_[g].store(WithCtrlByte(ctrl, i, TagOf(hash)), std::memory_order_relaxed);
-      return CtrlByte(ctrl, i) == kCtrlEmpty;
-    }
+    uint64_t m = MatchEmptyOrDeleted(ctrl_[g].load(std::memory_order_relaxed));
+    if (m != 0) return InsertAt(g * 8 + LowestByte(m), hash, id);
     g = (g + step + 1) & mask;
   }
+}
+
+bool Table::InsertAt(uint32_t slot, uint64_t hash, uint32_t id) {
+  const uint32_t g = slot / 8, i = slot % 8;
+  const uint64_t ctrl = ctrl_[g].load(std::memory_order_relaxed);
+  // The id before the tag: a reader that sees the tag reads this id.
+  St(slots_[slot], id);
+  ctrl_[g].store(WithCtrlByte(ctrl, i, TagOf(hash)), std::memory_order_relaxed);
+  return CtrlByte(ctrl, i) == kCtrlEmpty;
 }
 
 bool Table::Erase(uint64_t hash, uint32_t id) {

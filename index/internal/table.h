@@ -31,6 +31,7 @@ inline uint64_t MatchTag(uint64_t ctrl, uint8_t tag) {
   return (x - kLsbs) & ~x & kMsbs;
 }
 inline uint64_t MatchEmpty(uint64_t ctrl) { return ctrl & ~(ctrl << 6) & kMsbs; }
+inline uint64_t MatchEmptyOrDeleted(uint64_t ctrl) { return ctrl & ~(ctrl << 7) & kMsbs; }
 inline uint32_t LowestByte(uint64_t m) { return static_cast<uint32_t>(std::countr_zero(m)) >> 3; }
 inline uint32_t GroupOf(uint64_t hash, uint32_t groups) { return static_cast<uint32_t>(hash >> 7) & (groups - 1); }
 inline uint8_t TagOf(uint64_t hash) { return static_cast<uint8_t>(hash & 0x7F); }
@@ -69,9 +70,11 @@ class Table {
     return id;
   }
   // Find's slot (group * 8 + index in the group), or kNoId; *id = the id.
-  // A writer that erases what it found passes the slot to EraseSlot.
+  // A writer that erases what it found passes the slot to EraseSlot. With
+  // `free_slot` (writers), a miss also reports the slot Insert would take,
+  // for InsertAt.
   template <typename Holds>
-  uint32_t FindSlot(uint64_t hash, Holds holds, uint32_t* id) const;
+  uint32_t FindSlot(uint64_t hash, Holds holds, uint32_t* id, uint32_t* free_slot = nullptr) const;
   // A query pipeline's hints: prefetches `hash`'s home group; the id of the
   // first tag match there, or kNoId. Unvalidated.
   // Inlined by force like Shard::PrefetchGroup: with only the caller
@@ -96,6 +99,9 @@ class Table {
   bool Erase(uint64_t hash, uint32_t id);
   // Erase of the id in `slot` (from FindSlot, with no write since).
   bool EraseSlot(uint32_t slot);
+  // Insert into `slot`, a miss's free_slot from FindSlot with no write
+  // since; true when the slot was empty, as Insert.
+  bool InsertAt(uint32_t slot, uint64_t hash, uint32_t id);
   // fn(id) for every id in the table.
   template <typename Fn>
   void ForEachId(Fn fn) const;
@@ -110,10 +116,11 @@ class Table {
 };
 
 template <typename Holds>
-inline uint32_t Table::FindSlot(uint64_t hash, Holds holds, uint32_t* id) const {
+inline uint32_t Table::FindSlot(uint64_t hash, Holds holds, uint32_t* id, uint32_t* free_slot) const {
   uint32_t mask = groups_ - 1;
   uint32_t g = GroupOf(hash, groups_);
   uint8_t tag = TagOf(hash);
+  if (free_slot != nullptr) *free_slot = kNoId;
   for (uint32_t step = 0; step < groups_; ++step) {
     uint64_t ctrl = ctrl_[g].load(std::memory_order_relaxed);
     for (uint64_t m = MatchTag(ctrl, tag); m != 0; m &= m - 1) {
@@ -123,6 +130,11 @@ inline uint32_t Table::FindSlot(uint64_t hash, Holds holds, uint32_t* id) const 
         *id = candidate;
         return slot;
       }
+    }
+    // Insert's choice: the first empty or deleted slot on the probe path.
+    if (free_slot != nullptr && *free_slot == kNoId) {
+      const uint64_t f = MatchEmptyOrDeleted(ctrl);
+      if (f != 0) *free_slot = g * 8 + LowestByte(f);
     }
     if (MatchEmpty(ctrl) != 0) break;
     g = (g + step + 1) & mask;
