@@ -338,8 +338,12 @@ void BlockIndex::Impl::ApplyStore(Shard& sh, ModelId m, SourceData& src, uint32_
     id = sh.InsertRecord(pk, okey, stamp, counts, &epoch, free_slot);
   } else {
     sh.BeginWrite();
-    sh.AddOwner(id, okey, stamp, counts);
+    const bool added = sh.AddOwner(id, okey, stamp, counts);
     sh.EndWrite();
+    if (!added) {   // the block has kMaxOwners owners: see the header
+      internal::SoleWriterAdd(c.unindexed_blocks, 1);
+      return;
+    }
   }
   src.Members(m, pk.shard()).Insert(id);   // no-op if the source owns the block in another tier
   AdjustTierCount(src, tier, 1);
@@ -1353,8 +1357,12 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
           id = sh.InsertRecord(pk, okey, stamp, counts, &impl_->epoch);
         } else {
           sh.BeginWrite();
-          sh.AddOwner(id, okey, stamp, counts);
+          const bool added = sh.AddOwner(id, okey, stamp, counts);
           sh.EndWrite();
+          if (!added) {
+            return Status::Corruption("block " + o.key.ToString() + " has more than " +
+                                      std::to_string(internal::kMaxOwners) + " owners");
+          }
         }
       }
       prev = &o;

@@ -32,7 +32,9 @@
 // attention group (GroupKind::kFullAttention), or group 0 when the engine
 // sends no kind, or when the model's options index every group. Other
 // groups only count in SourceIndexStats::unindexed_blocks, as do groups >= 63
-// (the owner word has 6 bits for the group). Queries match the
+// (the owner word has 6 bits for the group) and a new owner of a block that
+// already has 16,384 (source, tier, group) owners (the owner array's limit;
+// that source's later removal of the block then reads as remove_unknown). Queries match the
 // model's primary group (the first full-attention group seen, else 0) unless
 // the filter names one. A BlockRemoved carries no kind, so a removal is
 // indexed only when its group is full-attention by kind, or the model
@@ -239,9 +241,9 @@ class BlockIndex {
   void DumpUnsorted(IndexSnapshot* out) const;
   // Rebuilds from a snapshot into an empty index (models by name, in order).
   // Owners in Dump() order take a fast path (no lookup per owner); any other
-  // order is accepted too, just slower. Duplicate owners, and owners of a
-  // group >= 63, are Corruption; owners applied before the error stay fully
-  // indexed. Clocks and stamps wider than 24 bits (snapshots of builds
+  // order is accepted too, just slower. Duplicate owners, owners of a
+  // group >= 63 and a block's owners past 16,384 are Corruption; owners
+  // applied before the error stay fully indexed. Clocks and stamps wider than 24 bits (snapshots of builds
   // with 32-bit stamps) are rebased as a Store would rebase them. Group
   // kinds are not in a snapshot: a group with a restored owner counts as
   // indexed, as after the store that made the owner (its removals, which

@@ -38,7 +38,7 @@ struct SourceIndexStats {
   SourceState state = SourceState::kConnecting;
   uint64_t stored_blocks = 0;        // block entries in indexed BlockStored events
   uint64_t removed_blocks = 0;       // block entries in indexed BlockRemoved events
-  uint64_t unindexed_blocks = 0;     // block entries of groups this model does not index
+  uint64_t unindexed_blocks = 0;     // block entries not indexed: other groups, or past a block's owner limit
   uint64_t hits = 0;                 // engine-confirmed hits
   uint64_t duplicate_copies = 0;     // stores that raised a refcount above 1
   uint64_t drift_remove_unknown = 0;

@@ -32,6 +32,7 @@ inline constexpr uint32_t kPoolDirSize = 1u << 16;              // the whole u32
 // the top class, split and re-merged buddy-style.
 inline constexpr uint32_t kTopPoolClass = kPoolChunkBits - 1;   // 2^15 owners = one chunk
 inline constexpr uint32_t kMaxOwnerClass = 14;                  // up to 16384 owners per block
+inline constexpr uint32_t kMaxOwners = 1u << kMaxOwnerClass;
 
 // The smallest class that holds `n` owners.
 inline uint32_t OwnerClassFor(uint32_t n) { return n <= 2 ? 1 : static_cast<uint32_t>(std::bit_width(n - 1)); }

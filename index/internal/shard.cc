@@ -160,11 +160,12 @@ void Shard::MoveOwners(uint32_t id, uint32_t off, uint32_t n, uint32_t cls, uint
   pool_.Free(off, OwnerClassFor(n));
 }
 
-void Shard::AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts) {
+bool Shard::AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts) {
   Rec* r = RecAt(id);
+  uint32_t a = Ld(r->w[2]);
+  if (OwnerSource(a) == kSrcOverflow && (a & kCountMask) >= kMaxOwners) return false;
   uint32_t w[2];
   EncodeOwner(id, okey, stamp, counts, /*was_spilled=*/false, w);   // a new owner
-  uint32_t a = Ld(r->w[2]);
   if (OwnerSource(a) != kSrcOverflow) {
     // One inline owner -> an array of class 1 (2 owners).
     uint32_t off = pool_.Alloc(1);
@@ -178,7 +179,7 @@ void Shard::AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts cou
     }
     St(r->w[3], off);
     St(r->w[2], (kSrcOverflow << 16) | 2);
-    return;
+    return true;
   }
   uint32_t off = Ld(r->w[3]);
   uint32_t n = a & kCountMask;
@@ -193,10 +194,10 @@ void Shard::AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts cou
     St(p[kOwnerWords * pos], w[0]);
     St(p[kOwnerWords * pos + 1], w[1]);
     St(r->w[2], (kSrcOverflow << 16) | (n + 1));
-    return;
+    return true;
   }
-  if (OwnerClassFor(n + 1) > kMaxOwnerClass) std::abort();  // 16384 owners of one block
   MoveOwners(id, off, n, OwnerClassFor(n + 1), pos, w);
+  return true;
 }
 
 void Shard::EraseSlotOf(uint32_t id, uint32_t slot) {

@@ -124,7 +124,9 @@ class Shard {
   uint32_t InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, OwnerCounts counts, EpochDomain* epoch,
                         uint32_t free_slot = kNoId) KVIDX_REQUIRES(mu_);
   // The following must run inside BeginWrite/EndWrite.
-  void AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts) KVIDX_REQUIRES(mu_);
+  // Adds owner `okey`; false, changing nothing, when the block already has
+  // kMaxOwners owners.
+  [[nodiscard]] bool AddOwner(uint32_t id, uint32_t okey, uint32_t stamp, OwnerCounts counts) KVIDX_REQUIRES(mu_);
   // Rewrites owner `o` of record `id` (stamp and counts; identity kept).
   void SetOwner(uint32_t id, AWord* o, uint32_t stamp, OwnerCounts counts) KVIDX_REQUIRES(mu_);
   // Removes owner `okey`; frees the record (and its table slot) when it was

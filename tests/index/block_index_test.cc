@@ -1,5 +1,6 @@
 // Unit tests for BlockIndex: one test per rule of the index (issue 4).
 #include "index/block_index.h"
+#include "index/internal/owner_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -830,6 +831,38 @@ TEST_F(BlockIndexTest, GroupsBeyondTheOwnerFieldAreCountedNotIndexed) {
   Status st = other.Restore(snap);
   EXPECT_EQ(st.code(), StatusCode::kCorruption);
   EXPECT_NE(st.ToString().find("group 63"), std::string::npos) << st.ToString();
+}
+
+// A block holds at most 16,384 (source, tier, group) owners (the owner
+// array's limit): a further owner is counted as unindexed, not a crash,
+// and a snapshot with more is Corruption.
+TEST_F(BlockIndexTest, OwnersPastTheBlockLimitAreCountedNotIndexed) {
+  const uint32_t sources = internal::kMaxOwners / 4 + 1;
+  for (SourceId s = 0; s < sources; ++s) {
+    for (uint32_t t = 0; t < 4; ++t) {
+      ASSERT_TRUE(index_.Store(model_, s, static_cast<Tier>(t), {}, Keys({1}), std::nullopt).ok());
+    }
+  }
+  const SourceId last = sources - 1;
+  std::vector<OwnerRecord> owners;
+  ASSERT_TRUE(index_.LookupBlock(model_, K(1), &owners).ok());
+  EXPECT_EQ(owners.size(), internal::kMaxOwners);
+  EXPECT_EQ(index_.GetSourceStats(last).unindexed_blocks, 4u);
+  EXPECT_TRUE(index_.GetSourceStats(last).blocks_per_tier.empty());
+  EXPECT_EQ(index_.GetSourceStats(last - 1).unindexed_blocks, 0u);
+  Store(last, Keys({2}));   // its other blocks are indexed as usual
+  EXPECT_EQ(Find(Keys({2})).sources.size(), 1u);
+  EXPECT_EQ(Find(Keys({1})).sources.size(), sources - 1);
+
+  IndexSnapshot snap;
+  index_.Dump(&snap);
+  OwnerRecord extra = snap.owners.front();
+  extra.source = last;
+  snap.owners.push_back(extra);
+  BlockIndex other;
+  Status st = other.Restore(snap);
+  EXPECT_EQ(st.code(), StatusCode::kCorruption);
+  EXPECT_NE(st.ToString().find("owners"), std::string::npos) << st.ToString();
 }
 
 // Copy counts and hit counts past the inline fields (14 copies, 254 hits)
