@@ -49,6 +49,8 @@ struct SourceIndexStats {
   uint64_t gpu_capacity = 0;         // num_gpu_blocks, 0 = unknown
   bool over_capacity = false;        // gpu_copies > gpu_capacity (capacity known)
   std::vector<std::pair<Tier, uint64_t>> blocks_per_tier;  // distinct blocks per tier, non-zero only
+
+  friend bool operator==(const SourceIndexStats&, const SourceIndexStats&) = default;
 };
 
 // Histogram of eviction recency ranks, fixed buckets of width 1/kBuckets.

@@ -63,23 +63,14 @@ TEST(ShardOrderTest, ShortStepsKeepEventOrderAndNotesStartZeroed) {
   EXPECT_EQ(order.keys().size(), 0u);
 }
 
-// Everything a caller can read about one source of a twin pair.
+// Everything a caller can read about the given sources of a twin pair.
 void ExpectSameIndex(const BlockIndex& a, const BlockIndex& b, const std::vector<SourceId>& sources) {
   IndexSnapshot sa, sb;
   a.Dump(&sa);
   b.Dump(&sb);
   EXPECT_EQ(sa.owners, sb.owners);
   EXPECT_EQ(sa.source_clocks, sb.source_clocks);
-  for (SourceId s : sources) {
-    SourceIndexStats x = a.GetSourceStats(s), y = b.GetSourceStats(s);
-    EXPECT_EQ(x.stored_blocks, y.stored_blocks);
-    EXPECT_EQ(x.removed_blocks, y.removed_blocks);
-    EXPECT_EQ(x.hits, y.hits);
-    EXPECT_EQ(x.duplicate_copies, y.duplicate_copies);
-    EXPECT_EQ(x.drift_remove_unknown, y.drift_remove_unknown);
-    EXPECT_EQ(x.gpu_copies, y.gpu_copies);
-    EXPECT_EQ(x.blocks_per_tier, y.blocks_per_tier);
-  }
+  for (SourceId s : sources) EXPECT_TRUE(a.GetSourceStats(s) == b.GetSourceStats(s)) << "source " << s;
   RecencyRankHistogram ha = a.GetEvictionRankHistogram(), hb = b.GetEvictionRankHistogram();
   EXPECT_EQ(ha.counts, hb.counts);
   EXPECT_EQ(ha.count, hb.count);
@@ -142,18 +133,9 @@ TEST(WriteGroupingTest, LongStoreEqualsOneBlockAtATime) {
       ASSERT_TRUE(single.Store(ms, 1, Tier::kGpu, {}, std::span(&event[i], 1), held.back(), origin).ok());
     }
   }
-  IndexSnapshot sg, ss;
-  grouped.Dump(&sg);
-  single.Dump(&ss);
-  EXPECT_EQ(sg.owners, ss.owners);
-  EXPECT_EQ(sg.source_clocks, ss.source_clocks);
-  SourceIndexStats x = grouped.GetSourceStats(1), y = single.GetSourceStats(1);
-  EXPECT_EQ(x.stored_blocks, y.stored_blocks);
-  EXPECT_EQ(x.hits, y.hits);
-  EXPECT_EQ(x.duplicate_copies, y.duplicate_copies);
-  EXPECT_EQ(x.drift_reused_unknown, y.drift_reused_unknown);
-  EXPECT_EQ(x.gpu_copies, y.gpu_copies);
-  EXPECT_EQ(x.blocks_per_tier, y.blocks_per_tier);
+  ExpectSameIndex(grouped, single, {1});
+  EXPECT_GT(grouped.GetSourceStats(1).duplicate_copies, 0u);
+  EXPECT_GT(grouped.GetSourceStats(1).hits, 0u);
 }
 
 // A key listed twice in one long store is applied in event order: two
