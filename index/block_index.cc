@@ -267,14 +267,15 @@ ShardOrder& WriterOrder() {
   return order;
 }
 
-// fn(shard, j, key j) for every block of `order`, in its order, under the
-// block's shard writer lock, taken once per run of blocks in one shard.
-// The lookups are prefetched ahead in the same order.
-template <typename Fn>
-void ForEachByShard(Model& model, const ShardOrder& order, Fn fn) {
-  const size_t n = order.keys().size();
+// fn(shard, j, key j) for every key of `keys` (a span or a ShardOrder
+// view), in that order, under the key's shard writer lock, taken once per
+// run of keys in one shard. The lookups are prefetched ahead in the same
+// order.
+template <typename Keys, typename Fn>
+void ForEachRun(Model& model, Keys keys, Fn fn) {
+  const size_t n = keys.size();
   if (n == 0) return;
-  WritePipeline<ShardOrder::View> pipe(model.shards, order.keys());
+  WritePipeline<Keys> pipe(model.shards, keys);
   pipe.Advance(0);
   size_t j = 0;
   while (j < n) {
@@ -286,6 +287,20 @@ void ForEachByShard(Model& model, const ShardOrder& order, Fn fn) {
       if (++j < n) pipe.Advance(j);
     } while (j < n && pipe.ShardIndexOf(j) == shard_idx);
   }
+}
+
+// fn(shard, i, key i) for every key of a write step (at most kGroupStep),
+// grouped by shard when the step is long enough to gain from it
+// (internal/shard_order.h); i is the key's position in `step`.
+template <typename Fn>
+void ForEachByShard(Model& model, std::span<const BlockKey> step, ShardOrder& order, Fn fn) {
+  if (step.size() < internal::kMinGroupedBlocks) {
+    ForEachRun(model, step, fn);
+    return;
+  }
+  order.Build(step);
+  ForEachRun(model, order.keys(),
+             [&](Shard& sh, size_t j, const ProbeKey& pk) { fn(sh, order.index()[j], pk); });
 }
 
 }  // namespace
@@ -485,10 +500,10 @@ Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup g
     const uint64_t base = src.clock;
     src.clock += n;
     for (size_t g = 0; g < n; g += internal::kGroupStep) {
-      order.Build(hashes.subspan(lo + g, std::min(internal::kGroupStep, n - g)));
-      ForEachByShard(*model, order, [&](Shard& sh, size_t j, const ProbeKey& pk) {
+      const auto step = hashes.subspan(lo + g, std::min(internal::kGroupStep, n - g));
+      ForEachByShard(*model, step, order, [&](Shard& sh, size_t at, const ProbeKey& pk) {
         src.mu.AssertHeld();
-        const size_t i = g + order.index()[j];
+        const size_t i = g + at;
         impl_->ApplyStore(sh, model_id, src, okey, pk, static_cast<uint32_t>(base + (n - i)), hit_candidate,
                           reused);
       });
@@ -520,11 +535,11 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
   internal::RankHistogramBatch ranks;
   ShardOrder& order = WriterOrder();
   for (size_t lo = 0; lo < hashes.size(); lo += internal::kGroupStep) {
-    order.Build(hashes.subspan(lo, std::min(internal::kGroupStep, hashes.size() - lo)));
-    std::span<uint32_t> removed = order.notes();
-    ForEachByShard(*model, order, [&](Shard& sh, size_t j, const ProbeKey& pk) {
+    const auto step = hashes.subspan(lo, std::min(internal::kGroupStep, hashes.size() - lo));
+    std::span<uint32_t> removed = order.Notes(step.size());
+    ForEachByShard(*model, step, order, [&](Shard& sh, size_t at, const ProbeKey& pk) {
       src.mu.AssertHeld();
-      removed[order.index()[j]] = impl_->RemoveCopy(sh, model_id, src, okey, pk);
+      removed[at] = impl_->RemoveCopy(sh, model_id, src, okey, pk);
     });
     // The recency ranks in event order: each removal is ranked among the
     // blocks the source still held when its turn came.

@@ -7,9 +7,10 @@
 // order -- so a key listed twice in an event is applied in event order as
 // before; what a write does outside the shards (counters, the recency
 // histogram) is order-free or replayed by the caller in event order.
-// Steps shorter than kMinGroupedBlocks (two blocks per shard) keep their
-// order: there the sort costs more than the locks it saves (grouping from
-// 16 blocks up made W1's 16-block stores 14% slower).
+// Steps shorter than kMinGroupedBlocks (two blocks per shard) are walked
+// in event order without a ShardOrder: there the sort costs more than the
+// locks it saves (grouping from 16 blocks up made W1's 16-block stores 14%
+// slower).
 //
 // Not thread-safe: one writer's scratch, reused across writes (it
 // allocates only until it has seen its largest step of blocks).
@@ -45,13 +46,13 @@ class ShardOrder {
   };
 
   // Orders `keys` (at most kGroupStep; they must outlive the view) by
-  // shard; notes() are zeroed.
+  // shard.
   void Build(std::span<const BlockKey> keys);
   View keys() const { return View(keys_, index_.data()); }
   std::span<const uint32_t> index() const { return {index_.data(), keys_.size()}; }
-  // A word per block of the step, by its position in the step, for the
-  // caller to replay its outside work in event order.
-  std::span<uint32_t> notes() { return {notes_.data(), keys_.size()}; }
+  // `n` (at most kGroupStep) zeroed words, for a caller to note per block
+  // of a step what it replays in event order afterwards.
+  std::span<uint32_t> Notes(size_t n);
 
  private:
   std::span<const BlockKey> keys_;
