@@ -26,7 +26,7 @@
 namespace kvidx::internal {
 
 // The most blocks one Build takes: a write is grouped in steps of this
-// many, which bounds the scratch (~200 KiB per writer thread).
+// many, which bounds the scratch (~36 KiB per writer thread).
 inline constexpr size_t kGroupStep = 4096;
 inline constexpr size_t kMinGroupedBlocks = 128;
 
