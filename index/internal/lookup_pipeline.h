@@ -58,10 +58,7 @@ class LookupPipeline {
   [[gnu::always_inline]] LookupPipeline(const Shards& shards, Keys keys)
       : shards_(shards), keys_(keys) {
     const size_t n = keys_.size();
-    for (size_t j = 0; j < std::min(n, kGroupAhead); ++j) {
-      pk_[j].Set(keys_[j]);
-      ShardOf(j).PrefetchGroup(pk_[j]);
-    }
+    for (size_t j = 0; j < std::min(n, kGroupAhead); ++j) Start(j, j);
     for (size_t j = 0; j < std::min(n, kRecAhead); ++j) peek_[j] = ShardOf(j).PeekRecord(pk_[j], &peek_id_[j]);
     for (size_t j = 0; j < std::min(n, kOwnersAhead); ++j) {
       if (peek_[j] != nullptr) ShardOf(j).PrefetchOwnersOf(peek_[j]);
@@ -73,11 +70,7 @@ class LookupPipeline {
   // throughput.)
   [[gnu::always_inline]] void Advance(size_t i) {
     const size_t n = keys_.size();
-    if (i + kGroupAhead < n) {
-      ProbeKey& f = pk_[(i + kGroupAhead) % kRing];
-      f.Set(keys_[i + kGroupAhead]);
-      shards_[f.shard()].PrefetchGroup(f);
-    }
+    if (i + kGroupAhead < n) Start(i + kGroupAhead, (i + kGroupAhead) % kRing);
     if (i + kRecAhead < n) {
       const size_t r = (i + kRecAhead) % kRing;
       peek_[r] = ShardOf(r).PeekRecord(pk_[r], &peek_id_[r]);
@@ -91,7 +84,7 @@ class LookupPipeline {
   // Block i's probe key, shard index and shard (i within the ring's window).
   const ProbeKey& KeyOf(size_t i) const { return pk_[i % kRing]; }
   uint32_t ShardIndexOf(size_t i) const { return pk_[i % kRing].shard(); }
-  const Shard& ShardOf(size_t i) const { return shards_[pk_[i % kRing].shard()]; }
+  const Shard& ShardOf(size_t i) const { return *shard_[i % kRing]; }
   // Block i's owners; see ProbeOwners.
   [[gnu::always_inline]] bool Probe(size_t i, const AWord** o, uint32_t* cnt) const {
     const size_t r = i % kRing;
@@ -99,6 +92,15 @@ class LookupPipeline {
   }
 
  private:
+  // The first stage for block j, in ring slot r: its key hashed, its shard
+  // kept (every later stage and the walk look the shard up again: from the
+  // hash that was ~25 instructions per block), its table group prefetched.
+  [[gnu::always_inline]] void Start(size_t j, size_t r) {
+    pk_[r].Set(keys_[j]);
+    shard_[r] = &shards_[pk_[r].shard()];
+    shard_[r]->PrefetchGroup(pk_[r]);
+  }
+
   static constexpr size_t kGroupAhead = GroupAhead, kRecAhead = RecAhead, kOwnersAhead = OwnersAhead;
   static constexpr size_t kRing = std::bit_ceil(kGroupAhead + 1);
   static_assert(kGroupAhead < kRing && kRecAhead < kGroupAhead && kOwnersAhead < kRecAhead && kOwnersAhead >= 1);
@@ -106,6 +108,7 @@ class LookupPipeline {
   const Shards& shards_;
   Keys keys_;
   ProbeKey pk_[kRing];
+  const Shard* shard_[kRing];
   const Rec* peek_[kRing] = {};
   uint32_t peek_id_[kRing];
 };
