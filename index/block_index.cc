@@ -320,8 +320,8 @@ void BlockIndex::Impl::ApplyStore(Shard& sh, ModelId m, SourceData& src, uint32_
   const bool gpu = tier == static_cast<uint32_t>(Tier::kGpu);
   internal::SourceCounters& c = src.counters;
 
-  uint32_t free_slot;
-  uint32_t id = sh.LocateOrFree(pk, &free_slot);
+  uint32_t slot, free_slot;
+  uint32_t id = sh.Locate(pk, &slot, &free_slot);
   AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
   if (o != nullptr) {
     uint32_t old_stamp = OwnerStamp(Ld(o[1]));

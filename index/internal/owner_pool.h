@@ -62,8 +62,9 @@ class OwnerPool {
   }
 
  private:
-  // A free block's links. Blocks below kBigWords keep them in their own
-  // words ([0] next, [1] prev, [2] class); larger ones in big_links_.
+  // A free block's links. Blocks smaller than a page (2^kBigWordsBits
+  // words) keep them in their own words ([0] next, [1] prev, [2] class);
+  // larger ones in big_links_.
   struct FreeLinks {
     uint32_t next = kNoId, prev = kNoId, cls = 0;
   };
@@ -79,7 +80,7 @@ class OwnerPool {
   uint32_t chunks_ = 0;
   uint32_t free_[kTopPoolClass + 1];   // free-list heads per class
   // Bit per 4 pool words: a free block starts there (its class is in its
-  // word 2). Lets Free find a free buddy without trusting pool words.
+  // links). Lets Free find a free buddy without trusting pool words.
   std::vector<uint64_t> free_bits_;
   std::vector<FreeLinks> big_links_;   // by off >> kBigWordsBits
 };

@@ -120,7 +120,7 @@ class Shard {
   // Creates a record for `k` with one owner; returns its id. Grows the table
   // first if needed (publishing it with its own short write section) -- so
   // call it *outside* a BeginWrite/EndWrite pair. `free_slot`: from a
-  // LocateOrFree that missed under the same lock hold, or kNoId.
+  // Locate that missed under the same lock hold, or kNoId.
   uint32_t InsertRecord(const ProbeKey& k, uint32_t okey, uint32_t stamp, OwnerCounts counts, EpochDomain* epoch,
                         uint32_t free_slot = kNoId) KVIDX_REQUIRES(mu_);
   // The following must run inside BeginWrite/EndWrite.
@@ -134,23 +134,17 @@ class Shard {
   // table slot from Locate under the same lock hold, or kNoId (the table is
   // then searched for it).
   bool RemoveOwner(uint32_t id, uint32_t okey, uint32_t slot = kNoId) KVIDX_REQUIRES(mu_);
-  // Find for the writer, which also learns the record's table slot (for
-  // RemoveOwner): record id or kNoId.
-  uint32_t Locate(const ProbeKey& k, uint32_t* slot) const KVIDX_REQUIRES(mu_) {
+  // Find for the writer: the record id or kNoId, its table slot (*slot, for
+  // RemoveOwner), and with `free_slot` on a miss the slot an insert would
+  // take (for InsertRecord).
+  uint32_t Locate(const ProbeKey& k, uint32_t* slot, uint32_t* free_slot = nullptr) const KVIDX_REQUIRES(mu_) {
     uint32_t id = kNoId;
-    const Table* t = table_.load(std::memory_order_relaxed);
-    *slot = t == nullptr ? kNoId
-                         : t->FindSlot(k.hash, [this, &k](uint32_t candidate) { return KeyEquals(candidate, k); }, &id);
-    return id;
-  }
-  // Find for a writer about to insert on a miss: also the table slot the
-  // insert would take (*free_slot, for InsertRecord).
-  uint32_t LocateOrFree(const ProbeKey& k, uint32_t* free_slot) const KVIDX_REQUIRES(mu_) {
-    uint32_t id = kNoId;
-    *free_slot = kNoId;
+    *slot = kNoId;
+    if (free_slot != nullptr) *free_slot = kNoId;
     const Table* t = table_.load(std::memory_order_relaxed);
     if (t != nullptr) {
-      t->FindSlot(k.hash, [this, &k](uint32_t candidate) { return KeyEquals(candidate, k); }, &id, free_slot);
+      *slot = t->FindSlot(
+          k.hash, [this, &k](uint32_t candidate) { return KeyEquals(candidate, k); }, &id, free_slot);
     }
     return id;
   }
