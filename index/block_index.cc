@@ -814,9 +814,12 @@ class FewCandidates {
   }
 
  private:
-  // One probed block's verdicts, bit q per candidate.
+  // One probed block's verdicts, bit q per candidate. `repeat`: the block
+  // has the memo's owners with the memo's hit counts, so its hits are the
+  // previous block's (hits_of_ still holds them).
   struct Bits {
     uint64_t any = 0, gpu = 0, hit = 0;
+    bool repeat = false;
   };
 
   [[gnu::always_inline]] void Mark(uint32_t q, uint32_t v, Bits& b) {
@@ -835,18 +838,31 @@ class FewCandidates {
   // owners takes the memo's verdicts and reads only its hit counts.
   [[gnu::always_inline]] Bits Scan(const AWord* o, uint32_t cnt) {
     Bits b;
-    if (cnt == memo_.cnt && SameOwnersAsMemo(o, cnt)) {
-      b.any = memo_.any;
-      b.gpu = memo_.gpu;
-      MarkMemoHits(o, b);
-      return b;
+    if (cnt == memo_.cnt) {
+      if (memo_.hit != 0 && SameAsMemo(o, cnt)) {
+        b.any = memo_.any;
+        b.gpu = memo_.gpu;
+        b.hit = memo_.hit;
+        b.repeat = true;
+        return b;
+      }
+      if (SameOwnersAsMemo(o, cnt)) {
+        b.any = memo_.any;
+        b.gpu = memo_.gpu;
+        MarkMemoHits(o, b);
+        return b;
+      }
     }
     memo_.cnt = kNoMemo;
     const OwnerFilter f = filter_;
     if (n_alive_ * 8 < cnt) {
       ScanBySearch(f, o, cnt, b);
     } else if (direct_) {
-      ScanByMap(f, o, cnt, b);
+      if (cnt <= kMemoOwners) {
+        ScanByMap<true>(f, o, cnt, b);
+      } else {
+        ScanByMap<false>(f, o, cnt, b);
+      }
     } else {
       ScanByMerge(f, o, cnt, b);
     }
@@ -860,16 +876,30 @@ class FewCandidates {
     }
     return true;
   }
+  // Whether a block has the memo's owners and, for those that count, the
+  // memo's hit counts (along a prefix they usually do: a request that hit
+  // block i hit the blocks before it too). One pass without early exits.
+  [[gnu::always_inline]] bool SameAsMemo(const AWord* o, uint32_t cnt) const {
+    uint32_t diff = 0;
+    for (uint32_t k = 0; k < cnt; ++k) {
+      diff |= ((Ld(o[kOwnerWords * k]) ^ memo_.ids[k]) & ~internal::kRefMask) |
+              ((Ld(o[kOwnerWords * k + 1]) ^ memo_.w1[k]) & memo_.w1_mask[k]);
+    }
+    return diff == 0;
+  }
   // The hit bits of a block whose owners match the memo: only the GPU
-  // owners' hit counts can differ from the memo's block.
+  // owners' hit counts can differ from the memo's block. They become the
+  // memo's, written with hits_of_ so that the two always agree.
   [[gnu::always_inline]] void MarkMemoHits(const AWord* o, Bits& b) {
     for (uint32_t j = 0; j < memo_.n_gpu; ++j) {
       const uint32_t h = OwnerHitsView(Ld(o[kOwnerWords * memo_.gpu_owner[j] + 1]));
+      memo_.w1[memo_.gpu_owner[j]] = h << internal::kStampBits;
       if (h == 0) continue;
       const uint32_t q = memo_.gpu_q[j];
       b.hit |= uint64_t{1} << q;
       hits_of_[q] = h;
     }
+    memo_.hit = b.hit;
   }
   // Few candidates among many owners: a binary search per candidate.
   [[gnu::always_inline]] void ScanBySearch(const OwnerFilter& f, const AWord* o, uint32_t cnt, Bits& b) {
@@ -884,12 +914,18 @@ class FewCandidates {
   // q + 1, 0 = none), valid when no two candidates share source % 64
   // (always for up to 64 consecutive source ids). Fills the memo on the
   // way when the owners fit in it.
+  // (Two instances: with the memo's stores in it, GCC 12 kept the loop of
+  // blocks with too many owners for the memo ~5% slower at 64 replicas.)
+  template <bool kFillMemo>
   [[gnu::always_inline]] void ScanByMap(const OwnerFilter& f, const AWord* o, uint32_t cnt, Bits& b) {
-    const bool memo = cnt <= kMemoOwners;
+    constexpr bool memo = kFillMemo;
     uint32_t n_gpu = 0;
     for (uint32_t k = 0; k < cnt; ++k) {
       const uint32_t okey = Ld(o[kOwnerWords * k]);
-      if (memo) memo_.ids[k] = OwnerIdentity(okey);
+      if (memo) {
+        memo_.ids[k] = OwnerIdentity(okey);
+        memo_.w1_mask[k] = 0;
+      }
       const uint32_t source = OwnerSource(okey);
       const uint32_t q1 = slot_map_[source & 63];
       if (q1 == 0 || srcs_[q1 - 1] != source) continue;
@@ -898,12 +934,15 @@ class FewCandidates {
       Mark(q1 - 1, v, b);
       if (memo && (v & 2)) {
         memo_.gpu_owner[n_gpu] = static_cast<uint8_t>(k);
+        memo_.w1[k] = (v >> 2) << internal::kStampBits;
+        memo_.w1_mask[k] = ~internal::kStampMask;
         memo_.gpu_q[n_gpu++] = static_cast<uint8_t>(q1 - 1);
       }
     }
     if (memo) {
       memo_.any = b.any;
       memo_.gpu = b.gpu;
+      memo_.hit = b.hit;
       memo_.n_gpu = n_gpu;
       memo_.cnt = cnt;
     }
@@ -933,17 +972,45 @@ class FewCandidates {
     for (uint64_t m = gpu_alive_ & ~gpu_next; m != 0; m &= m - 1) {
       res_[static_cast<uint32_t>(std::countr_zero(m))].gpu_blocks = bi;
     }
-    for (uint64_t m = gpu_next & b.hit; m != 0; m &= m - 1) {
-      SourceMatch& e = res_[static_cast<uint32_t>(std::countr_zero(m))];
-      e.hits += hits_of_[std::countr_zero(m)];
-      ++e.hit_blocks;
-    }
     any_alive_ = any_next;
     gpu_alive_ = gpu_next;
+    const uint64_t hit = gpu_next & b.hit;
+    if ((hit | run_.repeats) != 0) AddHits(hit, b.repeat);
     return any_alive_ != 0;
+  }
+  // Adds a block's hits (`hit`: the candidates it adds to) to the sums, as
+  // one more repeat of the current run when `repeat` allows.
+  void AddHits(uint64_t hit, bool repeat) {
+    if (repeat && hit == run_.mask) {
+      if (run_.repeats++ == 0) {
+        for (uint64_t m = hit; m != 0; m &= m - 1) {
+          const uint32_t q = static_cast<uint32_t>(std::countr_zero(m));
+          run_.hits[q] = hits_of_[q];
+        }
+      }
+    } else {
+      FlushRun();
+      run_.mask = hit;
+      for (uint64_t m = hit; m != 0; m &= m - 1) {
+        SourceMatch& e = res_[static_cast<uint32_t>(std::countr_zero(m))];
+        e.hits += hits_of_[std::countr_zero(m)];
+        ++e.hit_blocks;
+      }
+    }
+  }
+  // Adds the current run's repeats to the candidates' sums.
+  void FlushRun() {
+    if (run_.repeats == 0) return;
+    for (uint64_t m = run_.mask; m != 0; m &= m - 1) {
+      const uint32_t q = static_cast<uint32_t>(std::countr_zero(m));
+      res_[q].hits += uint64_t{run_.hits[q]} * run_.repeats;
+      res_[q].hit_blocks += run_.repeats;
+    }
+    run_.repeats = 0;
   }
   // The prefixes still running when the walk ended at block `end`.
   void Finish(uint32_t end) {
+    FlushRun();
     for (uint64_t m = any_alive_; m != 0; m &= m - 1) {
       res_[static_cast<uint32_t>(std::countr_zero(m))].blocks_with_lower_tiers = end;
     }
@@ -953,19 +1020,28 @@ class FewCandidates {
   // The last block ScanByMap read, for the next block to compare with:
   // consecutive blocks of a prefix are usually held by the same owners
   // (the replicas that cached block i cached block i - 1 too), and then
-  // admit the same candidates; only their hit counts need reading. Every
-  // field but `cnt` is a function of the identities in `ids`, so a memo
+  // admit the same candidates; only their hit counts need reading, and
+  // often not even those (see SameAsMemo). `any`, `gpu` and the owner and
+  // candidate indexes are functions of the identities in `ids`, so a memo
   // filled by a read section that turned out torn is still right for
-  // blocks with those identities.
+  // blocks with those identities. The hit fields (`w1`, `hit`) are
+  // written together with hits_of_ from the same loads, so a validated
+  // block that matches them has exactly the hits hits_of_ holds.
   static constexpr uint32_t kMemoOwners = 32;
   static constexpr uint32_t kNoMemo = ~0u;
   struct Memo {
     uint32_t cnt = kNoMemo;            // owners listed, or kNoMemo
     uint32_t ids[kMemoOwners];         // their OwnerIdentity words
     uint64_t any = 0, gpu = 0;         // the candidates they admit
+    uint64_t hit = 0;                  // those with hits on the last memo block
     uint32_t n_gpu = 0;                // GPU owners of candidates:
     uint8_t gpu_owner[kMemoOwners];    //   owner index
     uint8_t gpu_q[kMemoOwners];        //   candidate index
+    // Per owner: its hit field on the last memo block, and the mask of
+    // what must match in its word 1 (the hit field for GPU owners of
+    // candidates, else nothing).
+    uint32_t w1[kMemoOwners];
+    uint32_t w1_mask[kMemoOwners];
   };
 
   const OwnerFilter& filter_;
@@ -976,6 +1052,15 @@ class FewCandidates {
   uint64_t gpu_alive_ = 0;
   uint32_t n_alive_;
   uint32_t hits_of_[64];
+  // The last block's hits (`mask`: the candidates it added to) and how
+  // many blocks since repeated them exactly, added once per run instead of
+  // once per block. `hits` is copied from hits_of_ at the first repeat.
+  struct HitRun {
+    uint64_t mask = 0;
+    uint32_t repeats = 0;
+    uint32_t hits[64];
+  };
+  HitRun run_;
   uint32_t srcs_[64];
   uint8_t slot_map_[64] = {};
   bool direct_ = true;

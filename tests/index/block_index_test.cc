@@ -313,6 +313,49 @@ TEST_F(BlockIndexTest, RunsOfBlocksWithTheSameOwnersKeepPerBlockHits) {
   EXPECT_EQ(m.Find(2)->gpu_blocks, 3u);
 }
 
+// The walk adds a run of blocks with equal owners and equal hit counts
+// once per run: a run must still end where one source's counts change,
+// where a source's prefix ends, and where a GPU prefix goes on in a lower
+// tier.
+TEST_F(BlockIndexTest, RunsOfEqualHitCountsEndWhereAnySourceChanges) {
+  auto reuse = [&](SourceId s, std::vector<BlockKey> ks, int times) {
+    for (int i = 0; i < times; ++i) Store(s, ks, std::nullopt, Tier::kGpu, StoreOrigin::kReused);
+  };
+  Store(0, Range(1, 11));
+  Store(1, Range(1, 11));
+  Store(2, Range(1, 8));                              // ends at block 7
+  Store(3, Range(1, 6));
+  Store(3, Range(6, 11), 5, Tier::kCpu);             // GPU prefix ends at block 5
+  reuse(0, Range(1, 11), 2);                          // 2 per block throughout
+  reuse(1, Range(1, 11), 1);
+  reuse(1, Range(5, 11), 2);                          // 1, then 3 from block 5
+  reuse(2, Range(1, 7), 1);                           // none on block 7
+  reuse(3, Range(1, 6), 2);
+
+  PrefixMatch m = Find(Range(1, 12));
+  ASSERT_EQ(m.sources.size(), 4u);
+  EXPECT_EQ(m.Find(0)->gpu_blocks, 10u);
+  EXPECT_EQ(m.Find(0)->hits, 20u);
+  EXPECT_EQ(m.Find(0)->hit_blocks, 10u);
+  EXPECT_EQ(m.Find(1)->hits, 4u * 1 + 6u * 3);
+  EXPECT_EQ(m.Find(1)->hit_blocks, 10u);
+  EXPECT_EQ(m.Find(2)->gpu_blocks, 7u);
+  EXPECT_EQ(m.Find(2)->hits, 6u);
+  EXPECT_EQ(m.Find(2)->hit_blocks, 6u);
+  EXPECT_EQ(m.Find(3)->gpu_blocks, 5u);
+  EXPECT_EQ(m.Find(3)->blocks_with_lower_tiers, 10u);
+  EXPECT_EQ(m.Find(3)->hits, 10u);
+  EXPECT_EQ(m.Find(3)->hit_blocks, 5u);
+
+  m = Find(Range(3, 12));   // starting inside the runs
+  EXPECT_EQ(m.Find(0)->hits, 16u);
+  EXPECT_EQ(m.Find(1)->hits, 2u * 1 + 6u * 3);
+  EXPECT_EQ(m.Find(1)->hit_blocks, 8u);
+  EXPECT_EQ(m.Find(2)->hits, 4u);
+  EXPECT_EQ(m.Find(2)->gpu_blocks, 5u);
+  EXPECT_EQ(m.Find(3)->hits, 6u);
+}
+
 TEST_F(BlockIndexTest, PerDataParallelRankAnswers) {
   SourceRegistry reg;
   SourceId r0 = reg.Register("replica-a", 0).value();
