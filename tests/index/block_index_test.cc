@@ -332,28 +332,26 @@ TEST_F(BlockIndexTest, RunsOfEqualHitCountsEndWhereAnySourceChanges) {
   reuse(2, Range(1, 7), 1);                           // none on block 7
   reuse(3, Range(1, 6), 2);
 
-  PrefixMatch m = Find(Range(1, 12));
-  ASSERT_EQ(m.sources.size(), 4u);
-  EXPECT_EQ(m.Find(0)->gpu_blocks, 10u);
-  EXPECT_EQ(m.Find(0)->hits, 20u);
-  EXPECT_EQ(m.Find(0)->hit_blocks, 10u);
-  EXPECT_EQ(m.Find(1)->hits, 4u * 1 + 6u * 3);
-  EXPECT_EQ(m.Find(1)->hit_blocks, 10u);
-  EXPECT_EQ(m.Find(2)->gpu_blocks, 7u);
-  EXPECT_EQ(m.Find(2)->hits, 6u);
-  EXPECT_EQ(m.Find(2)->hit_blocks, 6u);
-  EXPECT_EQ(m.Find(3)->gpu_blocks, 5u);
-  EXPECT_EQ(m.Find(3)->blocks_with_lower_tiers, 10u);
-  EXPECT_EQ(m.Find(3)->hits, 10u);
-  EXPECT_EQ(m.Find(3)->hit_blocks, 5u);
-
-  m = Find(Range(3, 12));   // starting inside the runs
-  EXPECT_EQ(m.Find(0)->hits, 16u);
-  EXPECT_EQ(m.Find(1)->hits, 2u * 1 + 6u * 3);
-  EXPECT_EQ(m.Find(1)->hit_blocks, 8u);
-  EXPECT_EQ(m.Find(2)->hits, 4u);
-  EXPECT_EQ(m.Find(2)->gpu_blocks, 5u);
-  EXPECT_EQ(m.Find(3)->hits, 6u);
+  struct Want {
+    SourceId source;
+    uint32_t gpu_blocks, blocks_with_lower_tiers;
+    uint64_t hits;
+    uint32_t hit_blocks;
+  };
+  auto expect = [&](uint64_t from, std::initializer_list<Want> wants) {
+    PrefixMatch m = Find(Range(from, 12));
+    ASSERT_EQ(m.sources.size(), wants.size());
+    for (const Want& w : wants) {
+      const SourceMatch* e = m.Find(w.source);
+      ASSERT_NE(e, nullptr);
+      EXPECT_EQ(e->gpu_blocks, w.gpu_blocks) << "from " << from << " source " << w.source;
+      EXPECT_EQ(e->blocks_with_lower_tiers, w.blocks_with_lower_tiers) << "from " << from << " source " << w.source;
+      EXPECT_EQ(e->hits, w.hits) << "from " << from << " source " << w.source;
+      EXPECT_EQ(e->hit_blocks, w.hit_blocks) << "from " << from << " source " << w.source;
+    }
+  };
+  expect(1, {{0, 10, 10, 20, 10}, {1, 10, 10, 4 * 1 + 6 * 3, 10}, {2, 7, 7, 6, 6}, {3, 5, 10, 10, 5}});
+  expect(3, {{0, 8, 8, 16, 8}, {1, 8, 8, 2 * 1 + 6 * 3, 8}, {2, 5, 5, 4, 4}, {3, 3, 8, 6, 3}});   // inside the runs
 }
 
 TEST_F(BlockIndexTest, PerDataParallelRankAnswers) {
