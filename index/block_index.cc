@@ -838,20 +838,19 @@ class FewCandidates {
   // owners takes the memo's verdicts and reads only its hit counts.
   [[gnu::always_inline]] Bits Scan(const AWord* o, uint32_t cnt) {
     Bits b;
-    if (cnt == memo_.cnt) {
-      if (memo_.hit != 0 && SameAsMemo(o, cnt)) {
-        b.any = memo_.any;
-        b.gpu = memo_.gpu;
-        b.hit = memo_.hit;
-        b.repeat = true;
-        return b;
-      }
-      if (SameOwnersAsMemo(o, cnt)) {
-        b.any = memo_.any;
-        b.gpu = memo_.gpu;
-        MarkMemoHits(o, b);
-        return b;
-      }
+    if (cnt == memo_.cnt && memo_.hit != 0 && SameAsMemo(o, cnt)) {
+      b.any = memo_.any;
+      b.gpu = memo_.gpu;
+      b.hit = memo_.hit;
+      b.repeat = true;
+      return b;
+    }
+    ++hits_gen_;   // hits_of_ and the memo's hit fields may change below
+    if (cnt == memo_.cnt && SameOwnersAsMemo(o, cnt)) {
+      b.any = memo_.any;
+      b.gpu = memo_.gpu;
+      MarkMemoHits(o, b);
+      return b;
     }
     memo_.cnt = kNoMemo;
     const OwnerFilter f = filter_;
@@ -981,7 +980,7 @@ class FewCandidates {
   // Adds a block's hits (`hit`: the candidates it adds to) to the sums, as
   // one more repeat of the current run when `repeat` allows.
   void AddHits(uint64_t hit, bool repeat) {
-    if (repeat && hit == run_.mask) {
+    if (repeat && hit == run_.mask && hits_gen_ == run_.gen) {
       if (run_.repeats++ == 0) {
         for (uint64_t m = hit; m != 0; m &= m - 1) {
           const uint32_t q = static_cast<uint32_t>(std::countr_zero(m));
@@ -991,6 +990,7 @@ class FewCandidates {
     } else {
       FlushRun();
       run_.mask = hit;
+      run_.gen = hits_gen_;
       for (uint64_t m = hit; m != 0; m &= m - 1) {
         SourceMatch& e = res_[static_cast<uint32_t>(std::countr_zero(m))];
         e.hits += hits_of_[std::countr_zero(m)];
@@ -1055,12 +1055,18 @@ class FewCandidates {
   // The last block's hits (`mask`: the candidates it added to) and how
   // many blocks since repeated them exactly, added once per run instead of
   // once per block. `hits` is copied from hits_of_ at the first repeat.
+  // `gen`: hits_gen_ when the run's first block was added. A repeat
+  // continues the run only if no Scan has written hits_of_ since: a torn
+  // read section may rewrite hits_of_ and the memo with the block's new
+  // counts, and its validated retry then repeats those, not the run's.
   struct HitRun {
     uint64_t mask = 0;
     uint32_t repeats = 0;
+    uint32_t gen = 0;
     uint32_t hits[64];
   };
   HitRun run_;
+  uint32_t hits_gen_ = 0;   // bumped by every Scan that may write hits_of_
   uint32_t srcs_[64];
   uint8_t slot_map_[64] = {};
   bool direct_ = true;

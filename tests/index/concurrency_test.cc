@@ -35,6 +35,7 @@ struct Op {
   Tier tier;
   std::vector<BlockKey> keys;
   std::optional<BlockKey> parent;
+  StoreOrigin origin = StoreOrigin::kUnknown;
 };
 
 std::vector<Op> Script(uint64_t seed, SourceId first_source, size_t n) {
@@ -50,6 +51,8 @@ std::vector<Op> Script(uint64_t seed, SourceId first_source, size_t n) {
     // One in twenty long enough to be applied grouped by shard.
     op.keys = Chain(start, rng() % 20 == 0 ? 128 + rng() % 300 : 1 + rng() % 16);
     if (rng() % 2) op.parent = BlockKey::FromU64(start - 1);
+    // Reused stores move hit counts under the readers' walks.
+    if (op.kind == 0 && rng() % 3 == 0) op.origin = StoreOrigin::kReused;
     ops.push_back(std::move(op));
   }
   return ops;
@@ -58,7 +61,7 @@ std::vector<Op> Script(uint64_t seed, SourceId first_source, size_t n) {
 void Apply(BlockIndex& index, ModelId m, const Op& op) {
   Status s;
   if (op.kind == 0) {
-    s = index.Store(m, op.source, op.tier, kG0, op.keys, op.parent);
+    s = index.Store(m, op.source, op.tier, kG0, op.keys, op.parent, op.origin);
   } else if (op.kind == 1) {
     s = index.Remove(m, op.source, op.tier, kG0, op.keys);
   } else {
@@ -70,9 +73,14 @@ void Apply(BlockIndex& index, ModelId m, const Op& op) {
 TEST(ConcurrencyTest, ReadersAndWritersTogether) {
   BlockIndex index;
   ModelId m = index.AddModel("m").value();
-  // A stable source whose answers must never change while others churn.
+  // A stable source whose answers must never change while others churn
+  // (its hits too: the walk adds runs of equal counts once per run).
   std::vector<BlockKey> stable = Chain(1'000'000, 64);
+  std::vector<BlockKey> stable_hit = Chain(1'000'000, 32);
   ASSERT_TRUE(index.Store(m, 100, Tier::kGpu, kG0, stable, std::nullopt).ok());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(index.Store(m, 100, Tier::kGpu, kG0, stable_hit, std::nullopt, StoreOrigin::kReused).ok());
+  }
 
   const size_t n_ops = 3000 * kScale;
   std::vector<std::vector<Op>> scripts = {Script(1, 0, n_ops), Script(2, 2, n_ops)};
@@ -91,6 +99,9 @@ TEST(ConcurrencyTest, ReadersAndWritersTogether) {
         for (size_t i = 0; i < pm.sources.size(); ++i) {
           const SourceMatch& e = pm.sources[i];
           ASSERT_LE(e.gpu_blocks, e.blocks_with_lower_tiers);
+          ASSERT_LE(e.hit_blocks, e.gpu_blocks);
+          ASSERT_GE(e.hits, e.hit_blocks);
+          ASSERT_LE(e.hits, uint64_t{255} * e.hit_blocks);
           ASSERT_LE(e.blocks_with_lower_tiers, q.size());
           ASSERT_GE(e.blocks_with_lower_tiers, 1u);
           ASSERT_LT(e.source, 4u);
@@ -102,6 +113,8 @@ TEST(ConcurrencyTest, ReadersAndWritersTogether) {
         ASSERT_TRUE(index.FindPrefix(m, stable, {}, &pm).ok());
         ASSERT_EQ(pm.sources.size(), 1u);
         ASSERT_EQ(pm.sources[0].gpu_blocks, 64u);
+        ASSERT_EQ(pm.sources[0].hits, 64u);
+        ASSERT_EQ(pm.sources[0].hit_blocks, 32u);
         reads.fetch_add(1, std::memory_order_relaxed);
       }
     });
@@ -122,6 +135,9 @@ TEST(ConcurrencyTest, ReadersAndWritersTogether) {
   BlockIndex serial;
   ModelId m2 = serial.AddModel("m").value();
   ASSERT_TRUE(serial.Store(m2, 100, Tier::kGpu, kG0, stable, std::nullopt).ok());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(serial.Store(m2, 100, Tier::kGpu, kG0, stable_hit, std::nullopt, StoreOrigin::kReused).ok());
+  }
   for (auto& script : scripts) {
     for (const Op& op : script) Apply(serial, m2, op);
   }
