@@ -835,7 +835,8 @@ class FewCandidates {
   // keep them in registers: reached through the read section's closure or
   // a member reference, GCC reloads and stores them once per owner (41
   // instructions per owner on W1 instead of 35). A block with the memo's
-  // owners takes the memo's verdicts and reads only its hit counts.
+  // owners takes the memo's verdicts and reads only its hit counts; one
+  // whose hit counts are the memo's too is a repeat (Bits::repeat).
   [[gnu::always_inline]] Bits Scan(const AWord* o, uint32_t cnt) {
     Bits b;
     if (cnt == memo_.cnt && memo_.hit != 0 && SameAsMemo(o, cnt)) {
