@@ -6,13 +6,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <span>
 #include <vector>
 
 #include "bench/child_process.h"
 #include "bench/naive_prefix_index.h"
+#include "bench/radix_prefix_index.h"
 #include "bench/workload_hash.h"
 #include "index/block_index.h"
 
@@ -32,7 +35,7 @@ struct Rng {
 struct Params {
   uint64_t prompts = 20000, blocks = 32, shared = 16, groups = 200, replicas = 8, queries = 20000;
   int runs = 3;
-  std::string impl = "both";
+  std::string impl = "all";   // kvidx, naive, radix, both (kvidx and naive) or all
 };
 
 struct Workload {
@@ -145,15 +148,25 @@ W1Result RunKvidx(const Params& p, const Workload& w) {
   return r;
 }
 
-// The naive baseline the issue asks for (naive_prefix_index.h).
-W1Result RunNaive(const Params& p, const Workload& w) {
+// The stores, memory and queries of an index with W1's Store(replica,
+// hashes) / Match(hashes, match) shape: the naive baseline the issue asks
+// for (naive_prefix_index.h) and the compressed radix tree of the fastest
+// peer's layout (radix_prefix_index.h).
+template <typename Index>
+W1Result RunReference(const Params& p, const Workload& w) {
   W1Result r;
   uint64_t rss0 = ResidentBytes();
-  auto index = std::make_unique<bench::NaivePrefixIndex>();
+  auto index = std::make_unique<Index>();
   const uint64_t B = p.blocks;
   auto t0 = Clock::now();
   for (uint64_t i = 0; i < p.prompts; ++i) {
-    index->Store(static_cast<uint32_t>(i % p.replicas), std::span<const uint64_t>(&w.prompt_hashes[i * B], B));
+    const auto replica = static_cast<uint32_t>(i % p.replicas);
+    const std::span<const uint64_t> prompt(&w.prompt_hashes[i * B], B);
+    if constexpr (std::is_same_v<decltype(index->Store(replica, prompt)), bool>) {
+      if (!index->Store(replica, prompt)) std::abort();
+    } else {
+      index->Store(replica, prompt);
+    }
   }
   auto t1 = Clock::now();
   uint64_t rss1 = ResidentBytes();
@@ -169,6 +182,12 @@ W1Result RunNaive(const Params& p, const Workload& w) {
       },
       &r);
   return r;
+}
+
+W1Result RunImpl(std::string_view impl, const Params& p, const Workload& w) {
+  if (impl == "kvidx") return RunKvidx(p, w);
+  if (impl == "naive") return RunReference<bench::NaivePrefixIndex>(p, w);
+  return RunReference<bench::RadixPrefixIndex>(p, w);
 }
 
 bool ParseFlag(std::string_view arg, std::string_view name, uint64_t* out) {
@@ -225,9 +244,10 @@ int RunW1Bench(int argc, char** argv) {
       return 1;
     }
   }
+  const bool known_impl = p.impl == "all" || p.impl == "both" || p.impl == "kvidx" || p.impl == "naive" ||
+                          p.impl == "radix";
   if (p.prompts == 0 || p.blocks == 0 || p.groups == 0 || p.replicas == 0 || p.replicas > kMaxSources ||
-      p.queries == 0 || p.runs <= 0 || p.shared > p.blocks ||
-      (p.impl != "both" && p.impl != "kvidx" && p.impl != "naive")) {
+      p.queries == 0 || p.runs <= 0 || p.shared > p.blocks || !known_impl) {
       std::fprintf(stderr, "w1: bad parameters\n");
       return 1;
   }
@@ -235,29 +255,36 @@ int RunW1Bench(int argc, char** argv) {
               " replicas=%" PRIu64 " queries=%" PRIu64 " runs=%d (figures are medians; single thread)\n",
               p.prompts, p.blocks, p.shared, p.groups, p.replicas, p.queries, p.runs);
   Workload w = Generate(p);
-  W1Result kv, nv;
-  for (const char* impl : {"kvidx", "naive"}) {
-    bool is_kv = std::strcmp(impl, "kvidx") == 0;
-    if (p.impl != "both" && p.impl != impl) continue;
+  auto wanted = [&](std::string_view impl) {
+    return p.impl == "all" || p.impl == impl || (p.impl == "both" && impl != "radix");
+  };
+  std::map<std::string, W1Result> got;
+  for (const char* impl : {"kvidx", "naive", "radix"}) {
+    if (!wanted(impl)) continue;
     std::vector<W1Result> rs;
     for (int run = 0; run < p.runs; ++run) {
       W1Result r;
-      bool ok = bench::RunInChild([&] { return is_kv ? RunKvidx(p, w) : RunNaive(p, w); }, &r);
+      bool ok = bench::RunInChild([&] { return RunImpl(impl, p, w); }, &r);
       if (!ok) {
         std::fprintf(stderr, "w1: %s run %d failed\n", impl, run);
         return 1;
       }
       rs.push_back(r);
     }
-    (is_kv ? kv : nv) = MedianOf(rs);
-    Print(impl, is_kv ? kv : nv, p);
+    got[impl] = MedianOf(rs);
+    Print(impl, got[impl], p);
   }
-  if (p.impl == "both") {
-    std::printf("w1 ratio kvidx/naive: inserts %.2fx queries %.2fx p99 %.2fx memory %.2fx\n",
-                kv.inserts_per_s / nv.inserts_per_s, kv.queries_per_s / nv.queries_per_s, nv.p99_ns / kv.p99_ns,
-                nv.bytes_per_block / kv.bytes_per_block);
-    if (kv.checksum != nv.checksum) {
-      std::fprintf(stderr, "w1: checksum mismatch kvidx=%" PRIu64 " naive=%" PRIu64 "\n", kv.checksum, nv.checksum);
+  if (!got.contains("kvidx")) return 0;
+  const W1Result& kv = got["kvidx"];
+  for (const char* other : {"naive", "radix"}) {
+    if (!got.contains(other)) continue;
+    const W1Result& o = got[other];
+    std::printf("w1 ratio kvidx/%s: inserts %.2fx queries %.2fx p99 %.2fx memory %.2fx\n", other,
+                kv.inserts_per_s / o.inserts_per_s, kv.queries_per_s / o.queries_per_s, o.p99_ns / kv.p99_ns,
+                o.bytes_per_block / kv.bytes_per_block);
+    if (kv.checksum != o.checksum) {
+      std::fprintf(stderr, "w1: checksum mismatch kvidx=%" PRIu64 " %s=%" PRIu64 "\n", kv.checksum, other,
+                   o.checksum);
       return 2;
     }
   }

@@ -26,7 +26,7 @@ struct Flags {
   W2Params params;
   uint64_t expand = 32;
   uint64_t runs = 3;
-  std::string impl = "both";
+  std::string impl = "all";   // kvidx, naive, radix, both (kvidx and naive) or all
 };
 
 bool ParseCount(std::string_view text, uint64_t max, uint64_t* out) {
@@ -59,7 +59,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->trace = std::string(value);
     } else if (name == "--impl") {
       f->impl = std::string(value);
-      ok = f->impl == "both" || f->impl == "kvidx" || f->impl == "naive";
+      ok = f->impl == "all" || f->impl == "both" || f->impl == "kvidx" || f->impl == "naive" || f->impl == "radix";
     } else if (name == "--replicas") {
       ok = ParseCount(value, kMaxSources, &n) && n > 0;
       f->params.replicas = static_cast<uint32_t>(n);
@@ -176,11 +176,13 @@ void PrintImpl(const Impl& impl) {
 }
 
 // > 1 means kvidx is better, for every column (W1's convention).
-void PrintRatio(const W2Figures& kv, const W2Figures& nv) {
+void PrintRatio(const Impl& kv_impl, const Impl& other) {
+  const W2Figures& kv = kv_impl.median;
+  const W2Figures& nv = other.median;
   std::printf(
-      "w2 ratio kvidx/naive: requests %.2fx (loop %.2fx, loop cpu %.2fx) stored %.2fx removed %.2fx p99 %.2fx "
+      "w2 ratio kvidx/%s: requests %.2fx (loop %.2fx, loop cpu %.2fx) stored %.2fx removed %.2fx p99 %.2fx "
       "memory %.2fx\n",
-      kv.requests_per_s / nv.requests_per_s, kv.loop_requests_per_s / nv.loop_requests_per_s,
+      other.name, kv.requests_per_s / nv.requests_per_s, kv.loop_requests_per_s / nv.loop_requests_per_s,
       kv.loop_cpu_requests_per_s / nv.loop_cpu_requests_per_s, kv.stored_per_s / nv.stored_per_s,
       kv.removed_per_s / nv.removed_per_s, nv.p99_ns / kv.p99_ns, nv.bytes_per_held_block / kv.bytes_per_held_block);
 }
@@ -222,9 +224,13 @@ int RunW2Bench(int argc, char** argv) {
               " runs=%" PRIu64 " (figures are medians; single thread)\n",
               f.trace.c_str(), trace->requests(), trace->hashes.size(), trace->max_request_blocks,
               f.params.replicas, f.params.capacity, f.expand, f.runs);
+  auto wanted = [&](std::string_view impl) {
+    return f.impl == "all" || f.impl == impl || (f.impl == "both" && impl != "radix");
+  };
   std::vector<Impl> impls;
-  if (f.impl != "naive") impls.push_back({"kvidx", &ReplayW2<KvidxW2Index>, {}, {}});
-  if (f.impl != "kvidx") impls.push_back({"naive", &ReplayW2<NaiveW2Index>, {}, {}});
+  if (wanted("kvidx")) impls.push_back({"kvidx", &ReplayW2<KvidxW2Index>, {}, {}});
+  if (wanted("naive")) impls.push_back({"naive", &ReplayW2<NaiveW2Index>, {}, {}});
+  if (wanted("radix")) impls.push_back({"radix", &ReplayW2<RadixW2Index>, {}, {}});
   if (!RunAll(*trace, f, &impls)) return 1;
 
   const W2Checksum& expected = impls.front().runs.front().checksum;
@@ -234,7 +240,9 @@ int RunW2Bench(int argc, char** argv) {
     PrintImpl(impl);
     for (const W2Run& r : impl.runs) agree = agree && r.checksum == expected;
   }
-  if (impls.size() == 2) PrintRatio(impls[0].median, impls[1].median);
+  if (impls.front().name == std::string_view("kvidx")) {
+    for (size_t k = 1; k < impls.size(); ++k) PrintRatio(impls.front(), impls[k]);
+  }
   if (!agree) {
     std::fprintf(stderr, "w2: checksum differs between implementations or runs\n");
     return 2;

@@ -67,4 +67,25 @@ Status NaiveW2Index::Remove(uint32_t replica, std::span<const Key> blocks) {
   return Status::Ok();
 }
 
+// ---- radix ----
+
+Result<std::unique_ptr<RadixW2Index>> RadixW2Index::Create(uint32_t /*max_query_blocks*/) {
+  return std::make_unique<RadixW2Index>();
+}
+
+Status RadixW2Index::Query(std::span<const Key> keys, std::span<uint32_t> match) {
+  index_.Match(keys, match);
+  return Status::Ok();
+}
+
+Status RadixW2Index::Store(uint32_t replica, std::span<const Key> run, const Key* parent) {
+  if (!index_.Store(replica, run, parent)) return Status::Internal("radix: store off the indexed chains");
+  return Status::Ok();
+}
+
+Status RadixW2Index::Remove(uint32_t replica, std::span<const Key> blocks) {
+  index_.Remove(replica, blocks);
+  return Status::Ok();
+}
+
 }  // namespace kvidx::bench

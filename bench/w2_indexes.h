@@ -19,6 +19,7 @@
 #include <span>
 
 #include "bench/naive_prefix_index.h"
+#include "bench/radix_prefix_index.h"
 #include "index/block_index.h"
 
 namespace kvidx::bench {
@@ -60,6 +61,24 @@ class NaiveW2Index {
 
  private:
   NaivePrefixIndex index_;
+};
+
+// The compressed radix tree of the fastest peer's layout
+// (radix_prefix_index.h), a yardstick beside kvidx.
+class RadixW2Index {
+ public:
+  using Key = uint64_t;
+  static Key MakeKey(uint64_t hash) { return hash; }
+
+  static Result<std::unique_ptr<RadixW2Index>> Create(uint32_t max_query_blocks);
+
+  Status Query(std::span<const Key> keys, std::span<uint32_t> match);
+  Status Store(uint32_t replica, std::span<const Key> run, const Key* parent);
+  Status Remove(uint32_t replica, std::span<const Key> blocks);
+  uint64_t HeldBlocks(uint32_t replica) const { return index_.HeldBlocks(replica); }
+
+ private:
+  RadixPrefixIndex index_;
 };
 
 }  // namespace kvidx::bench

@@ -11,6 +11,7 @@ PKGS=(
   librocksdb-dev libssl-dev prometheus-cpp-dev libspdlog-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev
   nlohmann-json3-dev                  # JSON: Kubernetes API, chat requests, tokenizer.json, traces
+  libabsl-dev                         # SwissTable of the bench's radix reference (gRPC pulls it in too)
   libcurl4-openssl-dev                # engine /metrics scrapes (ingest/load_scraper)
   libcivetweb-dev                     # HTTP server of the scraper tests (prometheus-cpp serves with it too)
   libc-ares-dev                       # discovery's DNS lookups (server/dns_resolver; gRPC links it too)
