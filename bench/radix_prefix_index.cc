@@ -50,10 +50,10 @@ uint32_t RadixPrefixIndex::NewNode(uint32_t parent) {
 bool RadixPrefixIndex::Store(uint32_t replica, std::span<const uint64_t> blocks, const uint64_t* parent) {
   uint32_t id = kRoot, end = 0;   // the cursor: the next block goes at edge position `end` of node `id`
   if (parent != nullptr) {
-    auto it = where_.find(*parent);
-    if (it == where_.end()) return false;
-    id = it->second.node;
-    end = it->second.pos + 1;
+    const Where* w = Locate(*parent);
+    if (w == nullptr) return false;
+    id = w->node;
+    end = w->pos + 1;
   }
   for (size_t i = 0; i < blocks.size(); ++i) {
     Node& node = nodes_[id];
@@ -64,11 +64,9 @@ bool RadixPrefixIndex::Store(uint32_t replica, std::span<const uint64_t> blocks,
       }
       Split(id, end);
     }
-    auto it = where_.find(blocks[i]);
-    if (it != where_.end()) {
-      const Where w = it->second;
-      if (w.pos != 0 || nodes_[w.node].parent != id) return false;
-      id = w.node;
+    if (const Where* w = Locate(blocks[i]); w != nullptr) {
+      if (w->pos != 0 || nodes_[w->node].parent != id) return false;
+      id = w->node;
       Hold(nodes_[id], 0, replica);
       end = 1;
       continue;
@@ -83,9 +81,9 @@ bool RadixPrefixIndex::Store(uint32_t replica, std::span<const uint64_t> blocks,
 void RadixPrefixIndex::Remove(uint32_t replica, std::span<const uint64_t> blocks) {
   touched_.clear();
   for (uint64_t h : blocks) {
-    auto it = where_.find(h);
-    if (it == where_.end()) continue;
-    const Where w = it->second;
+    const Where* found = Locate(h);
+    if (found == nullptr) continue;
+    const Where w = *found;
     Node& node = nodes_[w.node];
     auto hd = std::find_if(node.holders.begin(), node.holders.end(),
                            [&](const Holder& x) { return x.replica == replica; });
@@ -108,9 +106,9 @@ uint32_t RadixPrefixIndex::Match(std::span<const uint64_t> keys, std::span<uint3
   uint32_t best = 0, id = kRoot;
   size_t i = 0;
   while (i < keys.size()) {
-    auto it = where_.find(keys[i]);
-    if (it == where_.end() || it->second.pos != 0 || nodes_[it->second.node].parent != id) break;
-    id = it->second.node;
+    const Where* w = Locate(keys[i]);
+    if (w == nullptr || w->pos != 0 || nodes_[w->node].parent != id) break;
+    id = w->node;
     const Node& node = nodes_[id];
     const size_t len = node.edge.size(), limit = std::min(len, keys.size() - i);
     size_t k = 1;
@@ -152,11 +150,11 @@ void RadixPrefixIndex::Split(uint32_t id, uint32_t at) {
   Node& rest = nodes_[tail];
   rest.parent = id;
   rest.edge.assign(head.edge.begin() + at, head.edge.end());
+  for (uint32_t p = 0; p < rest.edge.size(); ++p) Move(rest.edge[p], {tail, p});
   head.edge.resize(at);
   rest.kids = std::move(head.kids);
   head.kids = {tail};
   for (uint32_t kid : rest.kids) nodes_[kid].parent = tail;
-  for (uint32_t p = 0; p < rest.edge.size(); ++p) where_[rest.edge[p]] = {tail, p};
   // Bits [at, end) move to the new node, shifted down by `at`.
   std::vector<Holder> kept;
   for (Holder& h : head.holders) {
@@ -180,7 +178,7 @@ void RadixPrefixIndex::Extend(uint32_t id, uint32_t replica, std::span<const uin
   const auto base = static_cast<uint32_t>(node.edge.size());
   node.edge.insert(node.edge.end(), blocks.begin(), blocks.end());
   for (uint32_t j = 0; j < blocks.size(); ++j) {
-    where_[blocks[j]] = {id, base + j};
+    blocks_.insert(Where{id, base + j});
     Hold(node, base + j, replica);
   }
 }
@@ -207,7 +205,7 @@ void RadixPrefixIndex::Prune(uint32_t id) {
     uint32_t end = 0;
     for (const Holder& h : node.holders) end = std::max(end, HeldEnd(h));
     if (end == node.edge.size()) return;
-    for (size_t p = end; p < node.edge.size(); ++p) where_.erase(node.edge[p]);
+    for (size_t p = end; p < node.edge.size(); ++p) blocks_.erase(blocks_.find(BlockHash{node.edge[p]}));
     node.edge.resize(end);
     if (end > 0) return;
     const uint32_t parent = node.parent;

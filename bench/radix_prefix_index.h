@@ -10,12 +10,15 @@
 // a query finds the next node by one hash-map probe and then compares the
 // rest of the run in one array, and reads each holder of the node once per
 // node, not once per block. Every block hash is in one SwissTable
-// (absl::flat_hash_map, the family of the peer's FxHashMap) giving its node
+// (absl::flat_hash_set, the family of the peer's FxHashMap) giving its node
 // and position, for stores that start below the root, removals, and the
 // child lookups (a chained block hash names its whole prefix, so the first
 // hash of an edge names its node).
 //
-// Where it departs from the peer: the peer keeps a replica's holding on an
+// Where it departs from the peer: its map holds (node, position) only and
+// reads the key from the edge, 8 bytes a slot instead of 16 (W1 20 B per
+// block instead of 29, W2 37.7 B per held block instead of 69.6; see
+// docs/BENCHMARKS.md). And the peer keeps a replica's holding on an
 // edge as a prefix length, so removing block 5 forgets blocks 6.. of that
 // replica although it still holds them; on W2, whose LRU fleet evicts the
 // heads of chains first, that would answer shorter matches than an exact
@@ -30,13 +33,16 @@
 #include <span>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 
 namespace kvidx::bench {
 
 class RadixPrefixIndex {
  public:
   RadixPrefixIndex();
+  RadixPrefixIndex(const RadixPrefixIndex&) = delete;   // the block map points back at the tree
+  RadixPrefixIndex& operator=(const RadixPrefixIndex&) = delete;
 
   // One BlockStored of `replica`: `blocks` continue the chain of `parent`
   // (nullptr: from the root). False if `parent` is not in the index
@@ -54,7 +60,7 @@ class RadixPrefixIndex {
   uint64_t OwnerEntries() const;                 // (block, replica) pairs; O(nodes)
   // Block hashes in the tree, held or kept as structure (a node's unheld
   // positions before a held one, or before children).
-  size_t IndexedBlocks() const { return where_.size(); }
+  size_t IndexedBlocks() const { return blocks_.size(); }
 
  private:
   static constexpr uint32_t kNone = ~0u;
@@ -84,9 +90,41 @@ class RadixPrefixIndex {
     uint32_t parent = kNone;
     bool live = false;
   };
+  // Where a block hash sits: the block map's element. The map keeps no
+  // key: it hashes and compares nodes_[node].edge[pos], so a slot is 8
+  // bytes where a (hash -> place) pair would be 16.
   struct Where {
     uint32_t node, pos;
   };
+  struct BlockHash {
+    uint64_t hash;
+  };
+  struct MapHash {
+    using is_transparent = void;
+    const RadixPrefixIndex* tree;
+    size_t operator()(BlockHash k) const { return absl::Hash<uint64_t>()(k.hash); }
+    size_t operator()(Where w) const { return (*this)(BlockHash{tree->KeyAt(w)}); }
+  };
+  struct MapEq {
+    using is_transparent = void;
+    const RadixPrefixIndex* tree;
+    bool operator()(Where a, Where b) const { return a.node == b.node && a.pos == b.pos; }
+    bool operator()(Where a, BlockHash k) const { return tree->KeyAt(a) == k.hash; }
+    bool operator()(BlockHash k, Where a) const { return tree->KeyAt(a) == k.hash; }
+  };
+  using BlockMap = absl::flat_hash_set<Where, MapHash, MapEq>;
+
+  uint64_t KeyAt(Where w) const { return nodes_[w.node].edge[w.pos]; }
+  const Where* Locate(uint64_t hash) const {
+    auto it = blocks_.find(BlockHash{hash});
+    return it == blocks_.end() ? nullptr : &*it;
+  }
+  // Points `hash` (already in the map) at its new place, whose edge entry
+  // must already hold it; its old place must still hold it too.
+  void Move(uint64_t hash, Where to) {
+    blocks_.erase(blocks_.find(BlockHash{hash}));
+    blocks_.insert(to);
+  }
 
   uint32_t NewNode(uint32_t parent);
   // Node `id` keeps edge[0, at); a new child takes edge[at, end), the bits
@@ -103,7 +141,7 @@ class RadixPrefixIndex {
 
   std::vector<Node> nodes_;
   std::vector<uint32_t> free_;
-  absl::flat_hash_map<uint64_t, Where> where_;
+  BlockMap blocks_{0, MapHash{this}, MapEq{this}};
   std::vector<uint32_t> touched_;   // Remove's scratch
 };
 
