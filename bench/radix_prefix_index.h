@@ -33,8 +33,7 @@
 #include <span>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
-#include "absl/hash/hash.h"
+#include "bench/held_bits.h"
 
 namespace kvidx::bench {
 
@@ -65,66 +64,18 @@ class RadixPrefixIndex {
  private:
   static constexpr uint32_t kNone = ~0u;
   static constexpr uint32_t kRoot = 0;
-  // Replica `replica` holds edge[p] iff bit p of its bits is set: bits
-  // 0-63 in `first` (most edges are short), the rest in `more` (words past
-  // its end are zero). `held` counts the set bits.
-  struct Holder {
-    uint32_t replica;
-    uint32_t held = 0;
-    uint64_t first = 0;
-    std::vector<uint64_t> more;
-
-    explicit Holder(uint32_t r) : replica(r) {}
-    size_t words() const { return 1 + more.size(); }
-    uint64_t word(size_t w) const { return w == 0 ? first : w - 1 < more.size() ? more[w - 1] : 0; }
-    uint64_t& grow_word(size_t w) {
-      if (w == 0) return first;
-      if (more.size() < w) more.resize(w);
-      return more[w - 1];
-    }
-  };
   struct Node {
     std::vector<uint64_t> edge;
-    std::vector<Holder> holders;
+    std::vector<HeldBits> holders;
     std::vector<uint32_t> kids;
     uint32_t parent = kNone;
     bool live = false;
   };
-  // Where a block hash sits: the block map's element. The map keeps no
-  // key: it hashes and compares nodes_[node].edge[pos], so a slot is 8
-  // bytes where a (hash -> place) pair would be 16.
-  struct Where {
-    uint32_t node, pos;
-  };
-  struct BlockHash {
-    uint64_t hash;
-  };
-  struct MapHash {
-    using is_transparent = void;
+  // The block map's view of the edges (RunPlace::run is a node id).
+  struct KeyAt {
     const RadixPrefixIndex* tree;
-    size_t operator()(BlockHash k) const { return absl::Hash<uint64_t>()(k.hash); }
-    size_t operator()(Where w) const { return (*this)(BlockHash{tree->KeyAt(w)}); }
+    uint64_t operator()(RunPlace p) const { return tree->nodes_[p.run].edge[p.pos]; }
   };
-  struct MapEq {
-    using is_transparent = void;
-    const RadixPrefixIndex* tree;
-    bool operator()(Where a, Where b) const { return a.node == b.node && a.pos == b.pos; }
-    bool operator()(Where a, BlockHash k) const { return tree->KeyAt(a) == k.hash; }
-    bool operator()(BlockHash k, Where a) const { return tree->KeyAt(a) == k.hash; }
-  };
-  using BlockMap = absl::flat_hash_set<Where, MapHash, MapEq>;
-
-  uint64_t KeyAt(Where w) const { return nodes_[w.node].edge[w.pos]; }
-  const Where* Locate(uint64_t hash) const {
-    auto it = blocks_.find(BlockHash{hash});
-    return it == blocks_.end() ? nullptr : &*it;
-  }
-  // Points `hash` (already in the map) at its new place, whose edge entry
-  // must already hold it; its old place must still hold it too.
-  void Move(uint64_t hash, Where to) {
-    blocks_.erase(blocks_.find(BlockHash{hash}));
-    blocks_.insert(to);
-  }
 
   uint32_t NewNode(uint32_t parent);
   // Node `id` keeps edge[0, at); a new child takes edge[at, end), the bits
@@ -133,15 +84,13 @@ class RadixPrefixIndex {
   // Appends `blocks`, held by `replica`, to the edge of `id` (a leaf or,
   // for a new node, empty).
   void Extend(uint32_t id, uint32_t replica, std::span<const uint64_t> blocks);
-  static Holder& HolderOf(Node& node, uint32_t replica);
-  static void Hold(Node& node, uint32_t pos, uint32_t replica);
   // Drops the unheld tail of a childless node, and the node if nothing is
   // left, then does the same for its parent.
   void Prune(uint32_t id);
 
   std::vector<Node> nodes_;
   std::vector<uint32_t> free_;
-  BlockMap blocks_{0, MapHash{this}, MapEq{this}};
+  RunBlockMap<KeyAt> blocks_{KeyAt{this}};
   std::vector<uint32_t> touched_;   // Remove's scratch
 };
 

@@ -26,7 +26,7 @@ struct Flags {
   W2Params params;
   uint64_t expand = 32;
   uint64_t runs = 3;
-  std::string impl = "all";   // kvidx, naive, radix, both (kvidx and naive) or all
+  std::string impl = "all";   // kvidx, naive, radix, runs, both (kvidx and naive) or all
 };
 
 bool ParseCount(std::string_view text, uint64_t max, uint64_t* out) {
@@ -59,7 +59,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->trace = std::string(value);
     } else if (name == "--impl") {
       f->impl = std::string(value);
-      ok = f->impl == "all" || f->impl == "both" || f->impl == "kvidx" || f->impl == "naive" || f->impl == "radix";
+      ok = f->impl == "all" || f->impl == "both" || f->impl == "kvidx" || f->impl == "naive" || f->impl == "radix" ||
+           f->impl == "runs";
     } else if (name == "--replicas") {
       ok = ParseCount(value, kMaxSources, &n) && n > 0;
       f->params.replicas = static_cast<uint32_t>(n);
@@ -225,12 +226,13 @@ int RunW2Bench(int argc, char** argv) {
               f.trace.c_str(), trace->requests(), trace->hashes.size(), trace->max_request_blocks,
               f.params.replicas, f.params.capacity, f.expand, f.runs);
   auto wanted = [&](std::string_view impl) {
-    return f.impl == "all" || f.impl == impl || (f.impl == "both" && impl != "radix");
+    return f.impl == "all" || f.impl == impl || (f.impl == "both" && (impl == "kvidx" || impl == "naive"));
   };
   std::vector<Impl> impls;
   if (wanted("kvidx")) impls.push_back({"kvidx", &ReplayW2<KvidxW2Index>, {}, {}});
   if (wanted("naive")) impls.push_back({"naive", &ReplayW2<NaiveW2Index>, {}, {}});
   if (wanted("radix")) impls.push_back({"radix", &ReplayW2<RadixW2Index>, {}, {}});
+  if (wanted("runs")) impls.push_back({"runs", &ReplayW2<RunsW2Index>, {}, {}});
   if (!RunAll(*trace, f, &impls)) return 1;
 
   const W2Checksum& expected = impls.front().runs.front().checksum;

@@ -46,46 +46,4 @@ uint64_t KvidxW2Index::HeldBlocks(uint32_t replica) const {
   return n;
 }
 
-// ---- naive ----
-
-Result<std::unique_ptr<NaiveW2Index>> NaiveW2Index::Create(uint32_t /*max_query_blocks*/) {
-  return std::make_unique<NaiveW2Index>();
-}
-
-Status NaiveW2Index::Query(std::span<const Key> keys, std::span<uint32_t> match) {
-  index_.Match(keys, match);
-  return Status::Ok();
-}
-
-Status NaiveW2Index::Store(uint32_t replica, std::span<const Key> run, const Key* /*parent*/) {
-  index_.Store(replica, run);
-  return Status::Ok();
-}
-
-Status NaiveW2Index::Remove(uint32_t replica, std::span<const Key> blocks) {
-  index_.Remove(replica, blocks);
-  return Status::Ok();
-}
-
-// ---- radix ----
-
-Result<std::unique_ptr<RadixW2Index>> RadixW2Index::Create(uint32_t /*max_query_blocks*/) {
-  return std::make_unique<RadixW2Index>();
-}
-
-Status RadixW2Index::Query(std::span<const Key> keys, std::span<uint32_t> match) {
-  index_.Match(keys, match);
-  return Status::Ok();
-}
-
-Status RadixW2Index::Store(uint32_t replica, std::span<const Key> run, const Key* parent) {
-  if (!index_.Store(replica, run, parent)) return Status::Internal("radix: store off the indexed chains");
-  return Status::Ok();
-}
-
-Status RadixW2Index::Remove(uint32_t replica, std::span<const Key> blocks) {
-  index_.Remove(replica, blocks);
-  return Status::Ok();
-}
-
 }  // namespace kvidx::bench

@@ -17,9 +17,11 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <type_traits>
 
 #include "bench/naive_prefix_index.h"
 #include "bench/radix_prefix_index.h"
+#include "bench/run_prefix_index.h"
 #include "index/block_index.h"
 
 namespace kvidx::bench {
@@ -46,39 +48,48 @@ class KvidxW2Index {
   PrefixMatch found_;   // warm across queries: FindPrefix then allocates nothing
 };
 
-// The naive baseline (naive_prefix_index.h), as W1 uses it.
-class NaiveW2Index {
+// A bench reference index (Store / Remove / Match / HeldBlocks over 64-bit
+// hashes, as W1 drives it): the naive baseline (naive_prefix_index.h), the
+// compressed radix tree of the fastest peer's layout (radix_prefix_index.h)
+// and the same runs without the tree (run_prefix_index.h), the layout
+// proposed for kvidx's core.
+template <typename Index>
+class ReferenceW2Index {
  public:
   using Key = uint64_t;
   static Key MakeKey(uint64_t hash) { return hash; }
 
-  static Result<std::unique_ptr<NaiveW2Index>> Create(uint32_t max_query_blocks);
+  static Result<std::unique_ptr<ReferenceW2Index>> Create(uint32_t /*max_query_blocks*/) {
+    return std::make_unique<ReferenceW2Index>();
+  }
 
-  Status Query(std::span<const Key> keys, std::span<uint32_t> match);
-  Status Store(uint32_t replica, std::span<const Key> run, const Key* parent);
-  Status Remove(uint32_t replica, std::span<const Key> blocks);
+  Status Query(std::span<const Key> keys, std::span<uint32_t> match) {
+    index_.Match(keys, match);
+    return Status::Ok();
+  }
+  // The naive index takes no parent; the radix tree refuses a store it
+  // cannot place under its parent.
+  Status Store(uint32_t replica, std::span<const Key> run, const Key* parent) {
+    if constexpr (!requires { index_.Store(replica, run, parent); }) {
+      index_.Store(replica, run);
+    } else if constexpr (std::is_same_v<decltype(index_.Store(replica, run, parent)), bool>) {
+      if (!index_.Store(replica, run, parent)) return Status::Internal("store off the indexed chains");
+    } else {
+      index_.Store(replica, run, parent);
+    }
+    return Status::Ok();
+  }
+  Status Remove(uint32_t replica, std::span<const Key> blocks) {
+    index_.Remove(replica, blocks);
+    return Status::Ok();
+  }
   uint64_t HeldBlocks(uint32_t replica) const { return index_.HeldBlocks(replica); }
 
  private:
-  NaivePrefixIndex index_;
+  Index index_;
 };
-
-// The compressed radix tree of the fastest peer's layout
-// (radix_prefix_index.h), a yardstick beside kvidx.
-class RadixW2Index {
- public:
-  using Key = uint64_t;
-  static Key MakeKey(uint64_t hash) { return hash; }
-
-  static Result<std::unique_ptr<RadixW2Index>> Create(uint32_t max_query_blocks);
-
-  Status Query(std::span<const Key> keys, std::span<uint32_t> match);
-  Status Store(uint32_t replica, std::span<const Key> run, const Key* parent);
-  Status Remove(uint32_t replica, std::span<const Key> blocks);
-  uint64_t HeldBlocks(uint32_t replica) const { return index_.HeldBlocks(replica); }
-
- private:
-  RadixPrefixIndex index_;
-};
+using NaiveW2Index = ReferenceW2Index<NaivePrefixIndex>;
+using RadixW2Index = ReferenceW2Index<RadixPrefixIndex>;
+using RunsW2Index = ReferenceW2Index<RunPrefixIndex>;
 
 }  // namespace kvidx::bench

@@ -1,21 +1,26 @@
-// The bench's radix yardstick (bench/radix_prefix_index.h) against the naive
-// baseline, on random chains that share prefixes of every length (so edges
-// split at and across 64-block bit words), stored as W2 stores them (each
-// replica stores the runs of a prompt it lacks, parented on the block
-// before) and removed in random batches (so holders, tails and nodes are
-// pruned). After every step each replica's match on random queries and its
-// held-block count must agree; once every block is removed, nothing is
-// left in the tree.
+// The bench's run-compressed yardsticks (bench/radix_prefix_index.h,
+// bench/run_prefix_index.h) against the naive baseline, on random chains
+// that share prefixes of every length (so edges split at and across 64-block
+// bit words), stored as W2 stores them (each replica stores the runs of a
+// prompt it lacks, parented on the block before) and removed in random
+// batches (so holders, tails and runs are pruned); the runs index also takes
+// parentless and out-of-order pieces. After every step each replica's match
+// on random queries and its held-block count must agree; once every block
+// is removed, nothing is left.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <set>
 #include <span>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bench/naive_prefix_index.h"
 #include "bench/radix_prefix_index.h"
+#include "bench/run_prefix_index.h"
 #include "bench/workload_hash.h"
 
 namespace kvidx::bench {
@@ -44,6 +49,7 @@ struct Chains {
   }
 };
 
+template <typename Index>
 class Pair {
  public:
   // Stores the first `len` blocks of `prompt` on `replica` the way W2's fleet
@@ -61,8 +67,36 @@ class Pair {
       const auto run = prompt.subspan(j, end - j);
       const uint64_t* parent = j == 0 ? nullptr : &prompt[j - 1];
       naive_.Store(replica, run);
-      ASSERT_TRUE(radix_.Store(replica, run, parent));
+      if constexpr (std::is_same_v<Index, RadixPrefixIndex>) {
+        ASSERT_TRUE(radix_.Store(replica, run, parent));
+      } else {
+        radix_.Store(replica, run, parent);
+      }
       j = end;
+    }
+  }
+
+  // Stores blocks [begin, end) of `prompt` that `replica` lacks, each
+  // maximal run with its real parent or none, in a random order: the
+  // orphan and out-of-order stores only RunPrefixIndex accepts.
+  void StoreOrphans(uint32_t replica, std::span<const uint64_t> prompt, size_t begin, size_t end,
+                    std::mt19937_64& rng) {
+    std::vector<std::pair<size_t, size_t>> runs;
+    for (size_t j = begin; j < end;) {
+      if (held_[replica].contains(prompt[j])) {
+        ++j;
+        continue;
+      }
+      size_t e = j;
+      while (e < end && !held_[replica].contains(prompt[e])) held_[replica].insert(prompt[e++]);
+      runs.emplace_back(j, e);
+      j = e;
+    }
+    std::shuffle(runs.begin(), runs.end(), rng);
+    for (auto [b, e] : runs) {
+      const auto run = prompt.subspan(b, e - b);
+      naive_.Store(replica, run);
+      radix_.Store(replica, run, b > 0 && rng() % 2 == 0 ? &prompt[b - 1] : nullptr);
     }
   }
 
@@ -105,23 +139,26 @@ class Pair {
 
  private:
   NaivePrefixIndex naive_;
-  RadixPrefixIndex radix_;
+  Index radix_;
   std::set<uint64_t> held_[kReplicas];
 };
 
-TEST(RadixPrefixIndexTest, AgreesWithNaiveUnderStoresAndRemovals) {
+// Twelve seeds of 300 random steps: a quarter remove some of a replica's
+// blocks, the rest call store(pair, replica, prompt, rng); after each step
+// the two indexes must answer eight random queries alike.
+template <typename Index, typename StoreStep>
+void RunRandomSteps(StoreStep store) {
   for (uint64_t seed = 1; seed <= 12; ++seed) {
     SCOPED_TRACE(seed);
     std::mt19937_64 rng(seed);
     const Chains chains(rng, 40);
-    Pair pair;
+    Pair<Index> pair;
     for (int step = 0; step < 300; ++step) {
       const uint32_t replica = static_cast<uint32_t>(rng() % kReplicas);
       if (rng() % 4 == 0) {
         pair.RemoveSome(replica, rng);
       } else {
-        const std::vector<uint64_t>& p = chains.prompts[rng() % chains.prompts.size()];
-        pair.StorePrefix(replica, std::span<const uint64_t>(p).first(1 + rng() % p.size()));
+        store(pair, replica, std::span<const uint64_t>(chains.prompts[rng() % chains.prompts.size()]), rng);
       }
       if (::testing::Test::HasFatalFailure()) return;
       for (int q = 0; q < 8; ++q) {
@@ -135,6 +172,29 @@ TEST(RadixPrefixIndexTest, AgreesWithNaiveUnderStoresAndRemovals) {
     pair.RemoveAll();
     pair.ExpectSameHoldings();
   }
+}
+
+template <typename Index>
+class RunIndexTest : public ::testing::Test {};
+using RunIndexes = ::testing::Types<RadixPrefixIndex, RunPrefixIndex>;
+TYPED_TEST_SUITE(RunIndexTest, RunIndexes);
+
+TYPED_TEST(RunIndexTest, AgreesWithNaiveUnderStoresAndRemovals) {
+  RunRandomSteps<TypeParam>(
+      [](Pair<TypeParam>& pair, uint32_t replica, std::span<const uint64_t> prompt, std::mt19937_64& rng) {
+        pair.StorePrefix(replica, prompt.first(1 + rng() % prompt.size()));
+      });
+}
+
+// Parentless and out-of-order stores of chain pieces (an offloaded chunk
+// announced without its parent, a store after a lost event): the runs
+// index takes them all and still answers exactly.
+TEST(RunPrefixIndexTest, AgreesWithNaiveUnderOrphanStores) {
+  RunRandomSteps<RunPrefixIndex>(
+      [](Pair<RunPrefixIndex>& pair, uint32_t replica, std::span<const uint64_t> prompt, std::mt19937_64& rng) {
+        const size_t begin = rng() % prompt.size();
+        pair.StoreOrphans(replica, prompt, begin, begin + 1 + rng() % (prompt.size() - begin), rng);
+      });
 }
 
 TEST(RadixPrefixIndexTest, RefusesAStoreUnderAnUnknownParent) {
