@@ -95,8 +95,8 @@ void RadixPrefixIndex::Split(uint32_t id, uint32_t at) {
   // Bits [at, end) move to the new node, shifted down by `at`.
   std::vector<HeldBits> kept;
   for (const HeldBits& h : head.holders) {
-    HeldBits moved(h.replica);
-    HeldBits cut(h.replica);
+    HeldBits moved(h.owner);
+    HeldBits cut(h.owner);
     for (uint32_t p = 0; p < h.words() * 64; ++p) {
       if (h.Has(p)) p < at ? cut.Set(p) : moved.Set(p - at);
     }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/child_process.h"
+#include "bench/core_run_index.h"
 #include "bench/naive_prefix_index.h"
 #include "bench/radix_prefix_index.h"
 #include "bench/run_prefix_index.h"
@@ -36,7 +37,7 @@ struct Rng {
 struct Params {
   uint64_t prompts = 20000, blocks = 32, shared = 16, groups = 200, replicas = 8, queries = 20000;
   int runs = 3;
-  std::string impl = "all";   // kvidx, naive, radix, runs, both (kvidx and naive) or all
+  std::string impl = "all";   // kvidx, naive, radix, runs, core, both (kvidx and naive) or all
 };
 
 struct Workload {
@@ -152,8 +153,8 @@ W1Result RunKvidx(const Params& p, const Workload& w) {
 // The stores, memory and queries of an index with W1's Store(replica,
 // hashes) / Match(hashes, match) shape: the naive baseline the issue asks
 // for (naive_prefix_index.h), the compressed radix tree of the fastest
-// peer's layout (radix_prefix_index.h) and the same runs without the tree
-// (run_prefix_index.h).
+// peer's layout (radix_prefix_index.h), the same runs without the tree
+// (run_prefix_index.h) and the index's own run store (core_run_index.h).
 template <typename Index>
 W1Result RunReference(const Params& p, const Workload& w) {
   W1Result r;
@@ -190,7 +191,8 @@ W1Result RunImpl(std::string_view impl, const Params& p, const Workload& w) {
   if (impl == "kvidx") return RunKvidx(p, w);
   if (impl == "naive") return RunReference<bench::NaivePrefixIndex>(p, w);
   if (impl == "radix") return RunReference<bench::RadixPrefixIndex>(p, w);
-  return RunReference<bench::RunPrefixIndex>(p, w);
+  if (impl == "runs") return RunReference<bench::RunPrefixIndex>(p, w);
+  return RunReference<bench::CoreRunIndex>(p, w);
 }
 
 bool ParseFlag(std::string_view arg, std::string_view name, uint64_t* out) {
@@ -248,7 +250,7 @@ int RunW1Bench(int argc, char** argv) {
     }
   }
   const bool known_impl = p.impl == "all" || p.impl == "both" || p.impl == "kvidx" || p.impl == "naive" ||
-                          p.impl == "radix" || p.impl == "runs";
+                          p.impl == "radix" || p.impl == "runs" || p.impl == "core";
   if (p.prompts == 0 || p.blocks == 0 || p.groups == 0 || p.replicas == 0 || p.replicas > kMaxSources ||
       p.queries == 0 || p.runs <= 0 || p.shared > p.blocks || !known_impl) {
       std::fprintf(stderr, "w1: bad parameters\n");
@@ -262,7 +264,7 @@ int RunW1Bench(int argc, char** argv) {
     return p.impl == "all" || p.impl == impl || (p.impl == "both" && (impl == "kvidx" || impl == "naive"));
   };
   std::map<std::string, W1Result> got;
-  for (const char* impl : {"kvidx", "naive", "radix", "runs"}) {
+  for (const char* impl : {"kvidx", "naive", "radix", "runs", "core"}) {
     if (!wanted(impl)) continue;
     std::vector<W1Result> rs;
     for (int run = 0; run < p.runs; ++run) {
@@ -279,7 +281,7 @@ int RunW1Bench(int argc, char** argv) {
   }
   if (!got.contains("kvidx")) return 0;
   const W1Result& kv = got["kvidx"];
-  for (const char* other : {"naive", "radix", "runs"}) {
+  for (const char* other : {"naive", "radix", "runs", "core"}) {
     if (!got.contains(other)) continue;
     const W1Result& o = got[other];
     std::printf("w1 ratio kvidx/%s: inserts %.2fx queries %.2fx p99 %.2fx memory %.2fx\n", other,

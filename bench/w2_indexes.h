@@ -19,6 +19,7 @@
 #include <span>
 #include <type_traits>
 
+#include "bench/core_run_index.h"
 #include "bench/naive_prefix_index.h"
 #include "bench/radix_prefix_index.h"
 #include "bench/run_prefix_index.h"
@@ -51,8 +52,8 @@ class KvidxW2Index {
 // A bench reference index (Store / Remove / Match / HeldBlocks over 64-bit
 // hashes, as W1 drives it): the naive baseline (naive_prefix_index.h), the
 // compressed radix tree of the fastest peer's layout (radix_prefix_index.h)
-// and the same runs without the tree (run_prefix_index.h), the layout
-// proposed for kvidx's core.
+// the same runs without the tree (run_prefix_index.h), the layout proposed
+// for kvidx's core, and the index's own run store (core_run_index.h).
 template <typename Index>
 class ReferenceW2Index {
  public:
@@ -91,5 +92,6 @@ class ReferenceW2Index {
 using NaiveW2Index = ReferenceW2Index<NaivePrefixIndex>;
 using RadixW2Index = ReferenceW2Index<RadixPrefixIndex>;
 using RunsW2Index = ReferenceW2Index<RunPrefixIndex>;
+using CoreW2Index = ReferenceW2Index<CoreRunIndex>;
 
 }  // namespace kvidx::bench

@@ -1,0 +1,42 @@
+// The index's own run store (index/internal/run_store.h, the first
+// increment of docs/RUN_CORE.md) in the shape W1 and W2 drive their
+// reference indexes with: replica r is owner r. Single-threaded.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "index/internal/run_store.h"
+
+namespace kvidx::bench {
+
+class CoreRunIndex {
+ public:
+  void Store(uint32_t replica, std::span<const uint64_t> blocks, const uint64_t* parent = nullptr) {
+    store_.Store(replica, blocks, parent);
+  }
+  void Remove(uint32_t replica, std::span<const uint64_t> blocks) { store_.Remove(replica, blocks); }
+
+  // match[r] = leading blocks of `keys` replica r holds; the longest.
+  uint32_t Match(std::span<const uint64_t> keys, std::span<uint32_t> match) const {
+    std::fill(match.begin(), match.end(), 0);
+    store_.LongestPrefixes(keys, &found_);
+    uint32_t best = 0;
+    for (const internal::RunStore::OwnerPrefix& p : found_) {
+      match[p.owner] = p.blocks;
+      best = std::max(best, p.blocks);
+    }
+    return best;
+  }
+
+  uint64_t HeldBlocks(uint32_t replica) const { return store_.HeldBy(replica); }
+  uint64_t OwnerEntries() const { return store_.HeldByAll(); }
+
+ private:
+  internal::RunStore store_;
+  mutable std::vector<internal::RunStore::OwnerPrefix> found_;   // warm across queries
+};
+
+}  // namespace kvidx::bench

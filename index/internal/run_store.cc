@@ -1,0 +1,246 @@
+#include "index/internal/run_store.h"
+
+#include <algorithm>
+
+#include "index/internal/probe_key.h"
+
+namespace kvidx::internal {
+
+RunStore::RunStore() : table_(std::make_unique<Table>(Table::GroupsFor(nullptr, 0))) {
+  growth_left_ = table_->max_load();
+}
+
+RunStore::~RunStore() = default;
+
+void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent) {
+  Place at;   // the last block stored or found: the chain continues after it
+  if (parent != nullptr) {
+    const uint32_t id = Find(*parent);
+    if (id != kNone) at = PlaceOf(id);
+  }
+  for (uint64_t key : keys) {
+    if (at.run != kNone && at.pos + 1 < runs_[at.run].length) {
+      const Place next = Next(at);
+      if (keys_[next.id] == key) {
+        at = next;
+        HolderOf(runs_[at.run].holders, owner).Set(at.pos);
+        continue;
+      }
+    }
+    uint32_t free_slot = kNoId;
+    const uint32_t id = Find(key, &free_slot);
+    if (id != kNone) {
+      at = PlaceOf(id);
+    } else {
+      // A new block extends the run whose last entry is its parent.
+      const bool extend = at.run != kNone && at.pos + 1 == runs_[at.run].length;
+      at = Append(extend ? at.run : NewRun(), key, free_slot);
+    }
+    HolderOf(runs_[at.run].holders, owner).Set(at.pos);
+  }
+}
+
+size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys) {
+  touched_.clear();
+  size_t held = 0;
+  for (uint64_t key : keys) {
+    const uint32_t id = Find(key);
+    if (id == kNone) continue;
+    const Place at = PlaceOf(id);
+    if (!Unhold(runs_[at.run].holders, owner, at.pos)) continue;
+    ++held;
+    if (touched_.empty() || touched_.back() != at.run) touched_.push_back(at.run);
+  }
+  std::sort(touched_.begin(), touched_.end());
+  touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+  for (uint32_t run : touched_) Prune(run);
+  return held;
+}
+
+void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<OwnerPrefix>* out) const {
+  out->clear();
+  size_t i = 0;
+  while (i < keys.size()) {
+    const uint32_t id = Find(keys[i]);
+    if (id == kNone) break;
+    const Place start = PlaceOf(id);
+    const Run& run = runs_[start.run];
+    // keys [i, i + k) are the run's positions [start.pos, start.pos + k).
+    const size_t limit = std::min<size_t>(run.length - start.pos, keys.size() - i);
+    uint32_t k = 1;
+    for (Place at = start; k < limit; ++k) {
+      at = Next(at);
+      if (keys_[at.id] != keys[i + k]) break;
+    }
+    // Only owners that matched all of keys [0, i) can extend their match.
+    uint32_t through = 0;
+    for (const HeldBits& h : run.holders) {
+      OwnerPrefix* e = nullptr;
+      if (i > 0) {
+        auto it = std::find_if(out->begin(), out->end(), [&](const OwnerPrefix& x) { return x.owner == h.owner; });
+        if (it == out->end() || it->blocks != i) continue;
+        e = &*it;
+      }
+      const uint32_t got = h.LeadingFrom(start.pos, k);
+      if (got == 0) continue;
+      if (e == nullptr) e = &out->emplace_back(OwnerPrefix{h.owner, 0});
+      e->blocks += got;
+      through += got == k;
+    }
+    if (through == 0) break;
+    i += k;
+  }
+}
+
+bool RunStore::Holds(uint32_t owner, uint64_t key) const {
+  const uint32_t id = Find(key);
+  if (id == kNone) return false;
+  const Place at = PlaceOf(id);
+  for (const HeldBits& h : runs_[at.run].holders) {
+    if (h.owner == owner) return h.Has(at.pos);
+  }
+  return false;
+}
+
+uint64_t RunStore::HeldBy(uint32_t owner) const {
+  uint64_t n = 0;
+  for (const Run& run : runs_) {
+    for (const HeldBits& h : run.holders) n += h.owner == owner ? h.held : 0;
+  }
+  return n;
+}
+
+uint64_t RunStore::HeldByAll() const {
+  uint64_t n = 0;
+  for (const Run& run : runs_) {
+    for (const HeldBits& h : run.holders) n += h.held;
+  }
+  return n;
+}
+
+size_t RunStore::MemoryBytes() const {
+  size_t bytes = keys_.capacity() * sizeof(uint64_t) + pages_.capacity() * sizeof(Page) +
+                 runs_.capacity() * sizeof(Run) + (free_pages_.capacity() + free_runs_.capacity()) * sizeof(uint32_t) +
+                 table_->bytes();
+  for (const Run& run : runs_) {
+    bytes += run.holders.capacity() * sizeof(HeldBits);
+    for (const HeldBits& h : run.holders) bytes += h.more.capacity() * sizeof(uint64_t);
+  }
+  return bytes;
+}
+
+RunStore::Place RunStore::PlaceOf(uint32_t id) const {
+  const Page& page = pages_[id >> kRunPageBits];
+  return {id, page.run, page.base + (id & (kRunPage - 1))};
+}
+
+RunStore::Place RunStore::Next(const Place& at) const {
+  const uint32_t id =
+      (at.id & (kRunPage - 1)) != kRunPage - 1 ? at.id + 1 : pages_[at.id >> kRunPageBits].next << kRunPageBits;
+  return {id, at.run, at.pos + 1};
+}
+
+uint32_t RunStore::EntryAt(uint32_t run, uint32_t pos) const {
+  uint32_t page = runs_[run].first_page;
+  for (uint32_t k = pos / kRunPage; k > 0; --k) page = pages_[page].next;
+  return page << kRunPageBits | pos % kRunPage;
+}
+
+uint32_t RunStore::Find(uint64_t key, uint32_t* free_slot) const {
+  uint32_t id = kNoId;
+  table_->FindSlot(MixKey(key), [&](uint32_t candidate) { return keys_[candidate] == key; }, &id, free_slot);
+  return id;
+}
+
+RunStore::Place RunStore::Append(uint32_t run, uint64_t key, uint32_t free_slot) {
+  if (growth_left_ == 0) {
+    GrowTable();
+    free_slot = kNoId;   // a slot of the old table
+  }
+  const uint32_t slot = runs_[run].length % kRunPage;
+  if (slot == 0) {
+    const uint32_t page = NewPage(run, runs_[run].length);
+    Run& r = runs_[run];
+    if (r.last_page == kNone) {
+      r.first_page = page;
+    } else {
+      pages_[r.last_page].next = page;
+    }
+    r.last_page = page;
+  }
+  Run& r = runs_[run];
+  const uint32_t id = r.last_page << kRunPageBits | slot;
+  keys_[id] = key;
+  const uint64_t hash = MixKey(key);
+  if (free_slot != kNoId ? table_->InsertAt(free_slot, hash, id) : table_->Insert(hash, id)) --growth_left_;
+  ++size_;
+  return {id, run, r.length++};
+}
+
+uint32_t RunStore::NewRun() {
+  if (!free_runs_.empty()) {
+    const uint32_t run = free_runs_.back();
+    free_runs_.pop_back();
+    return run;
+  }
+  runs_.emplace_back();
+  return static_cast<uint32_t>(runs_.size() - 1);
+}
+
+uint32_t RunStore::NewPage(uint32_t run, uint32_t base) {
+  uint32_t page;
+  if (!free_pages_.empty()) {
+    page = free_pages_.back();
+    free_pages_.pop_back();
+  } else {
+    page = static_cast<uint32_t>(pages_.size());
+    pages_.emplace_back();
+    keys_.resize(keys_.size() + kRunPage);
+  }
+  pages_[page] = Page{run, base, kNone};
+  return page;
+}
+
+void RunStore::GrowTable() {
+  auto grown = std::make_unique<Table>(Table::GroupsFor(table_.get(), static_cast<uint32_t>(size_)));
+  table_->ForEachId([&](uint32_t id) { grown->Insert(MixKey(keys_[id]), id); });
+  table_ = std::move(grown);
+  growth_left_ = table_->max_load() - static_cast<uint32_t>(size_);
+}
+
+void RunStore::Prune(uint32_t run) {
+  Run& r = runs_[run];
+  uint32_t end = 0;
+  for (const HeldBits& h : r.holders) end = std::max(end, h.End());
+  if (end == r.length) return;
+  for (Place at{EntryAt(run, end), run, end};; at = Next(at)) {
+    if (table_->Erase(MixKey(keys_[at.id]), at.id)) ++growth_left_;
+    --size_;
+    if (at.pos + 1 == r.length) break;
+  }
+  // Pages past the last one that still holds a position below `end` go.
+  uint32_t last = kNone, page = r.first_page;
+  for (uint32_t k = (end + kRunPage - 1) / kRunPage; k > 0; --k) {
+    last = page;
+    page = pages_[page].next;
+  }
+  while (page != kNone) {
+    const uint32_t next = pages_[page].next;
+    pages_[page] = Page{};
+    free_pages_.push_back(page);
+    page = next;
+  }
+  if (last == kNone) {
+    r.first_page = kNone;
+  } else {
+    pages_[last].next = kNone;
+  }
+  r.last_page = last;
+  r.length = end;
+  if (end == 0) {
+    r = Run{};
+    free_runs_.push_back(run);
+  }
+}
+
+}  // namespace kvidx::internal

@@ -1,0 +1,119 @@
+// Internal to the block index: the run-compressed core's store
+// (docs/RUN_CORE.md, increment 1), not yet used by BlockIndex.
+//
+// Blocks live in runs: arrays of consecutive chain keys. A chained key
+// names its whole prefix, so a run needs no parent link; a walk locates a
+// key in the block map, compares the following keys with the run's
+// entries, and locates the next key again wherever the run ends or
+// diverges. A store extends the run its parent ends, gains holdings in
+// place for keys already indexed, and opens a run for anything else, so it
+// accepts parentless, orphan and out-of-order stores; a run is never
+// split. Membership is exact: one bit per run position per owner.
+//
+// Layout. Run entries (the 64-bit keys) sit in pages of kRunPage entries;
+// an entry id is page << kRunPageBits | slot, and a page knows its run, its
+// first position and the run's next page. The block map is the index's
+// own table (table.h): a control byte and a 4-byte entry id per slot, no
+// keys; a probe confirms a candidate by reading its entry. So a block
+// costs its 8-byte entry, a table slot and a bit per owner, plus its
+// run's holders and the unused tail of its last page.
+//
+// Scope of this increment: integer-form keys (vLLM's), owners as opaque
+// 32-bit identities, no copy counts, hits or stamps, one thread. Copy
+// counts, hits and stamps, bytes-form keys and lock-free readers are the
+// next increments (docs/RUN_CORE.md).
+//
+// Not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "index/internal/held_bits.h"
+#include "index/internal/table.h"
+
+namespace kvidx::internal {
+
+inline constexpr uint32_t kRunPageBits = 4;
+inline constexpr uint32_t kRunPage = 1u << kRunPageBits;   // entries per page
+
+class RunStore {
+ public:
+  RunStore();
+  ~RunStore();
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
+
+  // One BlockStored of `owner`: `keys` follow `parent` (nullptr: none; a
+  // parent that is not indexed is treated as none). A key the owner holds
+  // already stays held once.
+  void Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent);
+  // One BlockRemoved of `owner`. Returns how many of `keys` it held; the
+  // others change nothing (the caller's remove_unknown drift).
+  size_t Remove(uint32_t owner, std::span<const uint64_t> keys);
+
+  struct OwnerPrefix {
+    uint32_t owner;
+    uint32_t blocks;   // leading keys of the query the owner holds, >= 1
+  };
+  // Every owner holding keys[0], with the longest prefix of `keys` it
+  // holds, in no particular order. `out` is cleared first.
+  void LongestPrefixes(std::span<const uint64_t> keys, std::vector<OwnerPrefix>* out) const;
+
+  bool Holds(uint32_t owner, uint64_t key) const;
+  uint64_t HeldBy(uint32_t owner) const;   // O(runs)
+  uint64_t HeldByAll() const;              // (key, owner) pairs; O(runs)
+  // Keys indexed: held, or kept as structure (a run's unheld positions
+  // before a held one).
+  size_t blocks() const { return size_; }
+  // Bytes allocated: pages, runs and their holders, the table.
+  size_t MemoryBytes() const;
+
+ private:
+  static constexpr uint32_t kNone = ~0u;
+  struct Page {
+    uint32_t run = kNone;
+    uint32_t base = 0;   // run position of the page's first entry
+    uint32_t next = kNone;
+  };
+  struct Run {
+    uint32_t first_page = kNone, last_page = kNone;
+    uint32_t length = 0;
+    std::vector<HeldBits> holders;
+  };
+  // A run entry: its id, run and position.
+  struct Place {
+    uint32_t id = kNone, run = kNone, pos = 0;
+  };
+
+  Place PlaceOf(uint32_t id) const;
+  // The entry after `at` in its run (which must have one).
+  Place Next(const Place& at) const;
+  // The entry at position `pos` of run `run` (pos < its length).
+  uint32_t EntryAt(uint32_t run, uint32_t pos) const;
+  // The entry holding `key`, or kNone; with `free_slot`, a miss's slot
+  // for InsertAt.
+  uint32_t Find(uint64_t key, uint32_t* free_slot = nullptr) const;
+  // Appends `key` (not indexed) to run `run`; its place.
+  Place Append(uint32_t run, uint64_t key, uint32_t free_slot);
+  uint32_t NewRun();
+  uint32_t NewPage(uint32_t run, uint32_t base);
+  void GrowTable();
+  // Drops the run's unheld tail, and the run if nothing is left.
+  void Prune(uint32_t run);
+
+  std::vector<uint64_t> keys_;   // by entry id
+  std::vector<Page> pages_;
+  std::vector<uint32_t> free_pages_;
+  std::vector<Run> runs_;
+  std::vector<uint32_t> free_runs_;
+  std::unique_ptr<Table> table_;
+  size_t size_ = 0;            // ids in the table
+  uint32_t growth_left_ = 0;   // inserts into empty slots before the table is rebuilt
+  std::vector<uint32_t> touched_;   // Remove's scratch
+};
+
+}  // namespace kvidx::internal

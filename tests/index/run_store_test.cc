@@ -1,0 +1,178 @@
+// The run store (index/internal/run_store.h) against a plain model: per
+// owner, the set of keys it holds; an owner's match on a query is the
+// number of leading keys it holds. Random chains share prefixes of every
+// length, so runs cross pages (16 entries) and bit words (64); stores come
+// as an engine sends them (each piece an owner lacks, parented on the block
+// before) and as pieces without their parent in any order, removals in
+// random batches with keys never stored among them. After every step every
+// query and holding must agree; removing everything leaves nothing.
+#include "index/internal/run_store.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "index/internal/probe_key.h"
+#include "index/internal/words.h"
+
+namespace kvidx::internal {
+namespace {
+
+// Owner identities as the index forms them: sources, a lower tier, a group.
+const uint32_t kOwners[] = {OwnerKey(0, 0, 0), OwnerKey(1, 0, 0), OwnerKey(7, 0, 0), OwnerKey(7, 1, 0),
+                            OwnerKey(300, 0, 2)};
+constexpr size_t kNumOwners = std::size(kOwners);
+
+std::vector<std::vector<uint64_t>> RandomChains(std::mt19937_64& rng, size_t n) {
+  std::vector<std::vector<uint64_t>> chains;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<uint64_t> c;
+    if (!chains.empty() && rng() % 4 != 0) {   // share a prefix of an earlier chain
+      const std::vector<uint64_t>& base = chains[rng() % chains.size()];
+      c.assign(base.begin(), base.begin() + static_cast<long>(rng() % (base.size() + 1)));
+    }
+    for (size_t more = 1 + rng() % 150; more > 0; --more) {
+      c.push_back(MixKey((c.empty() ? 0x5eed : c.back()) ^ rng()));   // chained: names its prefix
+    }
+    chains.push_back(std::move(c));
+  }
+  return chains;
+}
+
+class Differential {
+ public:
+  // Stores chain[begin, end) for owner o: each maximal piece it lacks,
+  // parented on the block before it (`orphans`: sometimes without a parent,
+  // pieces in random order).
+  void Store(size_t o, std::span<const uint64_t> chain, size_t begin, size_t end, bool orphans,
+             std::mt19937_64& rng) {
+    std::vector<std::pair<size_t, size_t>> pieces;
+    for (size_t j = begin; j < end;) {
+      size_t e = j;
+      while (e < end && !held_[o].contains(chain[e])) held_[o].insert(chain[e++]);
+      if (e > j) pieces.emplace_back(j, e);
+      j = std::max(e, j + 1);
+    }
+    if (orphans) std::shuffle(pieces.begin(), pieces.end(), rng);
+    for (auto [b, e] : pieces) {
+      const bool parented = b > 0 && (!orphans || rng() % 2 == 0);
+      store_.Store(kOwners[o], chain.subspan(b, e - b), parented ? &chain[b - 1] : nullptr);
+    }
+  }
+
+  void RemoveSome(size_t o, std::mt19937_64& rng) {
+    std::vector<uint64_t> gone;
+    for (uint64_t k : held_[o]) {
+      if (rng() % 3 == 0) gone.push_back(k);
+    }
+    std::shuffle(gone.begin(), gone.end(), rng);
+    const size_t expected = gone.size();
+    for (uint64_t k : gone) held_[o].erase(k);
+    gone.push_back(rng());   // never stored
+    EXPECT_EQ(store_.Remove(kOwners[o], gone), expected);
+  }
+
+  void RemoveAll() {
+    for (size_t o = 0; o < kNumOwners; ++o) {
+      const std::vector<uint64_t> all(held_[o].begin(), held_[o].end());
+      held_[o].clear();
+      EXPECT_EQ(store_.Remove(kOwners[o], all), all.size());
+    }
+    EXPECT_EQ(store_.blocks(), 0u);
+  }
+
+  void ExpectQuery(std::span<const uint64_t> keys) {
+    std::vector<RunStore::OwnerPrefix> expected;
+    for (size_t o = 0; o < kNumOwners; ++o) {
+      uint32_t n = 0;
+      while (n < keys.size() && held_[o].contains(keys[n])) ++n;
+      if (n > 0) expected.push_back({kOwners[o], n});
+    }
+    store_.LongestPrefixes(keys, &got_);
+    auto by_owner = [](const RunStore::OwnerPrefix& a, const RunStore::OwnerPrefix& b) { return a.owner < b.owner; };
+    std::sort(expected.begin(), expected.end(), by_owner);
+    std::sort(got_.begin(), got_.end(), by_owner);
+    ASSERT_EQ(got_.size(), expected.size());
+    for (size_t j = 0; j < got_.size(); ++j) {
+      EXPECT_EQ(got_[j].owner, expected[j].owner);
+      EXPECT_EQ(got_[j].blocks, expected[j].blocks) << "owner " << got_[j].owner;
+    }
+  }
+
+  void ExpectHoldings(std::span<const uint64_t> some_keys) const {
+    size_t all = 0;
+    for (const std::set<uint64_t>& h : held_) all += h.size();
+    EXPECT_EQ(store_.HeldByAll(), all);
+    for (size_t o = 0; o < kNumOwners; ++o) {
+      EXPECT_EQ(store_.HeldBy(kOwners[o]), held_[o].size());
+      for (uint64_t k : some_keys) EXPECT_EQ(store_.Holds(kOwners[o], k), held_[o].contains(k));
+    }
+  }
+
+ private:
+  RunStore store_;
+  std::set<uint64_t> held_[kNumOwners];
+  std::vector<RunStore::OwnerPrefix> got_;
+};
+
+void RunRandomSteps(bool orphans) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    const auto chains = RandomChains(rng, 40);
+    Differential d;
+    for (int step = 0; step < 250; ++step) {
+      const size_t o = rng() % kNumOwners;
+      const std::vector<uint64_t>& chain = chains[rng() % chains.size()];
+      if (rng() % 4 == 0) {
+        d.RemoveSome(o, rng);
+      } else {
+        const size_t begin = orphans ? rng() % chain.size() : 0;
+        d.Store(o, chain, begin, begin + 1 + rng() % (chain.size() - begin), orphans, rng);
+      }
+      for (int q = 0; q < 6; ++q) {
+        std::vector<uint64_t> query = chains[rng() % chains.size()];
+        if (rng() % 2 == 0) query.resize(rng() % (query.size() + 1));
+        if (rng() % 4 == 0) query.push_back(rng());
+        d.ExpectQuery(query);
+        if (::testing::Test::HasFailure()) return;
+      }
+      d.ExpectHoldings(chain);
+    }
+    d.RemoveAll();
+  }
+}
+
+TEST(RunStoreTest, AgreesWithModelUnderChainedStoresAndRemovals) { RunRandomSteps(/*orphans=*/false); }
+
+TEST(RunStoreTest, AgreesWithModelUnderParentlessAndOutOfOrderStores) { RunRandomSteps(/*orphans=*/true); }
+
+TEST(RunStoreTest, AnUnknownParentStartsARun) {
+  RunStore store;
+  const uint64_t unknown = 42;
+  const uint64_t keys[] = {1, 2, 3};
+  store.Store(OwnerKey(0, 0, 0), keys, &unknown);
+  EXPECT_EQ(store.blocks(), 3u);
+  std::vector<RunStore::OwnerPrefix> got;
+  store.LongestPrefixes(keys, &got);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].blocks, 3u);
+}
+
+TEST(RunStoreTest, AnEmptyQueryOrStoreChangesNothing) {
+  RunStore store;
+  store.Store(OwnerKey(0, 0, 0), {}, nullptr);
+  std::vector<RunStore::OwnerPrefix> got{{1, 1}};
+  store.LongestPrefixes({}, &got);
+  EXPECT_TRUE(got.empty());
+  EXPECT_EQ(store.Remove(OwnerKey(0, 0, 0), {}), 0u);
+  EXPECT_EQ(store.blocks(), 0u);
+}
+
+}  // namespace
+}  // namespace kvidx::internal
