@@ -5,6 +5,11 @@
 #include "index/internal/probe_key.h"
 
 namespace kvidx::internal {
+namespace {
+
+constexpr size_t kGroupAhead = 8, kEntryAhead = 4;
+
+}  // namespace
 
 RunStore::RunStore() : table_(std::make_unique<Table>(Table::GroupsFor(nullptr, 0))) {
   growth_left_ = table_->max_load();
@@ -18,7 +23,10 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
     const uint32_t id = Find(*parent);
     if (id != kNone) at = PlaceOf(id);
   }
-  for (uint64_t key : keys) {
+  for (size_t j = 0; j < std::min(keys.size(), kGroupAhead); ++j) table_->PrefetchGroup(MixKey(keys[j]));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint64_t key = keys[i];
+    StartAhead(keys, i);
     if (at.run != kNone && at.pos + 1 < runs_[at.run].length) {
       const Place next = Next(at);
       if (keys_[next.id] == key) {
@@ -43,8 +51,10 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
 size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys) {
   touched_.clear();
   size_t held = 0;
-  for (uint64_t key : keys) {
-    const uint32_t id = Find(key);
+  for (size_t j = 0; j < std::min(keys.size(), kGroupAhead); ++j) table_->PrefetchGroup(MixKey(keys[j]));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    StartAhead(keys, i);
+    const uint32_t id = Find(keys[i]);
     if (id == kNone) continue;
     const Place at = PlaceOf(id);
     if (!Unhold(runs_[at.run].holders, owner, at.pos)) continue;
@@ -127,6 +137,14 @@ size_t RunStore::MemoryBytes() const {
     for (const HeldBits& h : run.holders) bytes += h.more.capacity() * sizeof(uint64_t);
   }
   return bytes;
+}
+
+void RunStore::StartAhead(std::span<const uint64_t> keys, size_t i) const {
+  if (i + kGroupAhead < keys.size()) table_->PrefetchGroup(MixKey(keys[i + kGroupAhead]));
+  if (i + kEntryAhead < keys.size()) {
+    const uint32_t id = table_->PeekId(MixKey(keys[i + kEntryAhead]));
+    if (id < keys_.size()) __builtin_prefetch(&keys_[id]);
+  }
 }
 
 RunStore::Place RunStore::PlaceOf(uint32_t id) const {

@@ -99,6 +99,11 @@ class RunStore {
   uint32_t Find(uint64_t key, uint32_t* free_slot = nullptr) const;
   // Appends `key` (not indexed) to run `run`; its place.
   Place Append(uint32_t run, uint64_t key, uint32_t free_slot);
+  // Starts the lookups of keys[i + kGroupAhead]'s table group and
+  // keys[i + kEntryAhead]'s entry while key i is handled (a store's or
+  // removal's keys are known upfront, and each lookup is a chain of two
+  // cache misses). Hints only: they never change a result.
+  void StartAhead(std::span<const uint64_t> keys, size_t i) const;
   uint32_t NewRun();
   uint32_t NewPage(uint32_t run, uint32_t base);
   void GrowTable();
