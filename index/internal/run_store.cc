@@ -31,7 +31,7 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
       const Place next = Next(at);
       if (keys_[next.id] == key) {
         at = next;
-        HolderOf(runs_[at.run].holders, owner).Set(at.pos);
+        AddCopy(at, owner);
         continue;
       }
     }
@@ -44,8 +44,33 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
       const bool extend = at.run != kNone && at.pos + 1 == runs_[at.run].length;
       at = Append(extend ? at.run : NewRun(), key, free_slot);
     }
-    HolderOf(runs_[at.run].holders, owner).Set(at.pos);
+    AddCopy(at, owner);
   }
+}
+
+void RunStore::AddCopy(const Place& at, uint32_t owner) {
+  Run& run = runs_[at.run];
+  if (HolderOf(run.holders, owner).Set(at.pos)) return;
+  const size_t slot = ExtraSlot(run, at.pos, owner);
+  if (slot < run.extra.size() && run.extra[slot].pos == at.pos && run.extra[slot].owner == owner) {
+    ++run.extra[slot].count;
+  } else {
+    run.extra.insert(run.extra.begin() + static_cast<ptrdiff_t>(slot), ExtraCopies{at.pos, owner, 1});
+  }
+}
+
+size_t RunStore::ExtraSlot(const Run& run, uint32_t pos, uint32_t owner) {
+  auto it = std::lower_bound(run.extra.begin(), run.extra.end(), std::pair{pos, owner},
+                             [](const ExtraCopies& e, std::pair<uint32_t, uint32_t> k) {
+                               return std::pair{e.pos, e.owner} < k;
+                             });
+  return static_cast<size_t>(it - run.extra.begin());
+}
+
+uint32_t RunStore::FindExtra(const Run& run, uint32_t pos, uint32_t owner) {
+  const size_t slot = ExtraSlot(run, pos, owner);
+  const bool found = slot < run.extra.size() && run.extra[slot].pos == pos && run.extra[slot].owner == owner;
+  return found ? static_cast<uint32_t>(slot) : kNone;
 }
 
 size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys) {
@@ -57,6 +82,12 @@ size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys) {
     const uint32_t id = Find(keys[i]);
     if (id == kNone) continue;
     const Place at = PlaceOf(id);
+    Run& run = runs_[at.run];
+    if (const uint32_t e = FindExtra(run, at.pos, owner); e != kNone) {
+      if (--run.extra[e].count == 0) run.extra.erase(run.extra.begin() + e);
+      ++held;
+      continue;
+    }
     if (!Unhold(runs_[at.run].holders, owner, at.pos)) continue;
     ++held;
     if (touched_.empty() || touched_.back() != at.run) touched_.push_back(at.run);
@@ -102,14 +133,17 @@ void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<Owner
   }
 }
 
-bool RunStore::Holds(uint32_t owner, uint64_t key) const {
+uint32_t RunStore::Copies(uint32_t owner, uint64_t key) const {
   const uint32_t id = Find(key);
-  if (id == kNone) return false;
+  if (id == kNone) return 0;
   const Place at = PlaceOf(id);
-  for (const HeldBits& h : runs_[at.run].holders) {
-    if (h.owner == owner) return h.Has(at.pos);
+  const Run& run = runs_[at.run];
+  for (const HeldBits& h : run.holders) {
+    if (h.owner != owner || !h.Has(at.pos)) continue;
+    const uint32_t e = FindExtra(run, at.pos, owner);
+    return 1 + (e == kNone ? 0 : run.extra[e].count);
   }
-  return false;
+  return 0;
 }
 
 uint64_t RunStore::HeldBy(uint32_t owner) const {
@@ -133,7 +167,7 @@ size_t RunStore::MemoryBytes() const {
                  runs_.capacity() * sizeof(Run) + (free_pages_.capacity() + free_runs_.capacity()) * sizeof(uint32_t) +
                  table_->bytes();
   for (const Run& run : runs_) {
-    bytes += run.holders.capacity() * sizeof(HeldBits);
+    bytes += run.holders.capacity() * sizeof(HeldBits) + run.extra.capacity() * sizeof(ExtraCopies);
     for (const HeldBits& h : run.holders) bytes += h.more.capacity() * sizeof(uint64_t);
   }
   return bytes;

@@ -18,10 +18,13 @@
 // costs its 8-byte entry, a table slot and a bit per owner, plus its
 // run's holders and the unused tail of its last page.
 //
-// Scope of this increment: integer-form keys (vLLM's), owners as opaque
-// 32-bit identities, no copy counts, hits or stamps, one thread. Copy
-// counts, hits and stamps, bytes-form keys and lock-free readers are the
-// next increments (docs/RUN_CORE.md).
+// Copies: a held position is one copy; extra copies (the same block cached
+// twice by one owner) are counted aside in the run, sorted by position and
+// owner, so a run without any costs one empty vector.
+//
+// Scope so far: integer-form keys (vLLM's), owners as opaque 32-bit
+// identities, exact copy counts, one thread. Hits and stamps, bytes-form
+// keys and lock-free readers are the next increments (docs/RUN_CORE.md).
 //
 // Not thread-safe.
 #pragma once
@@ -48,11 +51,13 @@ class RunStore {
   RunStore& operator=(const RunStore&) = delete;
 
   // One BlockStored of `owner`: `keys` follow `parent` (nullptr: none; a
-  // parent that is not indexed is treated as none). A key the owner holds
-  // already stays held once.
+  // parent that is not indexed is treated as none). Each listed key gains
+  // one copy for the owner (vLLM sends one BlockStored per physical copy).
   void Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent);
-  // One BlockRemoved of `owner`. Returns how many of `keys` it held; the
-  // others change nothing (the caller's remove_unknown drift).
+  // One BlockRemoved of `owner`: each listed key loses one copy, and stops
+  // being held when its last goes. Returns how many of `keys` had a copy
+  // to lose; the others change nothing (the caller's remove_unknown
+  // drift).
   size_t Remove(uint32_t owner, std::span<const uint64_t> keys);
 
   struct OwnerPrefix {
@@ -63,13 +68,15 @@ class RunStore {
   // holds, in no particular order. `out` is cleared first.
   void LongestPrefixes(std::span<const uint64_t> keys, std::vector<OwnerPrefix>* out) const;
 
-  bool Holds(uint32_t owner, uint64_t key) const;
+  // The owner's copies of `key`; 0 when it does not hold it.
+  uint32_t Copies(uint32_t owner, uint64_t key) const;
   uint64_t HeldBy(uint32_t owner) const;   // O(runs)
   uint64_t HeldByAll() const;              // (key, owner) pairs; O(runs)
   // Keys indexed: held, or kept as structure (a run's unheld positions
   // before a held one).
   size_t blocks() const { return size_; }
-  // Bytes allocated: pages, runs and their holders, the table.
+  // Bytes allocated: pages, runs with their holders and extra copies, the
+  // table.
   size_t MemoryBytes() const;
 
  private:
@@ -79,10 +86,14 @@ class RunStore {
     uint32_t base = 0;   // run position of the page's first entry
     uint32_t next = kNone;
   };
+  struct ExtraCopies {
+    uint32_t pos, owner, count;   // copies beyond the first
+  };
   struct Run {
     uint32_t first_page = kNone, last_page = kNone;
     uint32_t length = 0;
     std::vector<HeldBits> holders;
+    std::vector<ExtraCopies> extra;   // sorted by (pos, owner)
   };
   // A run entry: its id, run and position.
   struct Place {
@@ -99,6 +110,12 @@ class RunStore {
   uint32_t Find(uint64_t key, uint32_t* free_slot = nullptr) const;
   // Appends `key` (not indexed) to run `run`; its place.
   Place Append(uint32_t run, uint64_t key, uint32_t free_slot);
+  // One more copy of the entry at `at` for `owner`.
+  void AddCopy(const Place& at, uint32_t owner);
+  // Where (pos, owner) is or would go in run.extra.
+  static size_t ExtraSlot(const Run& run, uint32_t pos, uint32_t owner);
+  // Its index in run.extra, or kNone.
+  static uint32_t FindExtra(const Run& run, uint32_t pos, uint32_t owner);
   // Starts the lookups of keys[i + kGroupAhead]'s table group and
   // keys[i + kEntryAhead]'s entry while key i is handled (a store's or
   // removal's keys are known upfront, and each lookup is a chain of two

@@ -1,6 +1,6 @@
 // The run store (index/internal/run_store.h) against a plain model: per
-// owner, the set of keys it holds; an owner's match on a query is the
-// number of leading keys it holds. Random chains share prefixes of every
+// owner, each key's copies; an owner's match on a query is the number of
+// leading keys it holds. Random chains share prefixes of every
 // length, so runs cross pages (16 entries) and bit words (64); stores come
 // as an engine sends them (each piece an owner lacks, parented on the block
 // before) and as pieces without their parent in any order, removals in
@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
-#include <set>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -54,7 +54,7 @@ class Differential {
     std::vector<std::pair<size_t, size_t>> pieces;
     for (size_t j = begin; j < end;) {
       size_t e = j;
-      while (e < end && !held_[o].contains(chain[e])) held_[o].insert(chain[e++]);
+      while (e < end && !held_[o].contains(chain[e])) held_[o][chain[e++]] = 1;
       if (e > j) pieces.emplace_back(j, e);
       j = std::max(e, j + 1);
     }
@@ -68,25 +68,30 @@ class Differential {
   // Stores `keys` as one event, whatever they are (repeats, keys seen
   // under other parents).
   void StoreRaw(size_t o, std::span<const uint64_t> keys, const uint64_t* parent) {
-    held_[o].insert(keys.begin(), keys.end());
+    for (uint64_t k : keys) ++held_[o][k];
     store_.Store(kOwners[o], keys, parent);
   }
 
+  // Removes one copy of about a third of the owner's keys.
   void RemoveSome(size_t o, std::mt19937_64& rng) {
     std::vector<uint64_t> gone;
-    for (uint64_t k : held_[o]) {
+    for (const auto& [k, copies] : held_[o]) {
       if (rng() % 3 == 0) gone.push_back(k);
     }
     std::shuffle(gone.begin(), gone.end(), rng);
     const size_t expected = gone.size();
-    for (uint64_t k : gone) held_[o].erase(k);
+    for (uint64_t k : gone) {
+      if (--held_[o][k] == 0) held_[o].erase(k);
+    }
     gone.push_back(rng());   // never stored
     EXPECT_EQ(store_.Remove(kOwners[o], gone), expected);
   }
 
+  // Removes every copy (a key listed once per copy): nothing may be left.
   void RemoveAll() {
     for (size_t o = 0; o < kNumOwners; ++o) {
-      const std::vector<uint64_t> all(held_[o].begin(), held_[o].end());
+      std::vector<uint64_t> all;
+      for (const auto& [k, copies] : held_[o]) all.insert(all.end(), copies, k);
       held_[o].clear();
       EXPECT_EQ(store_.Remove(kOwners[o], all), all.size());
     }
@@ -113,17 +118,20 @@ class Differential {
 
   void ExpectHoldings(std::span<const uint64_t> some_keys) const {
     size_t all = 0;
-    for (const std::set<uint64_t>& h : held_) all += h.size();
+    for (const auto& h : held_) all += h.size();
     EXPECT_EQ(store_.HeldByAll(), all);
     for (size_t o = 0; o < kNumOwners; ++o) {
       EXPECT_EQ(store_.HeldBy(kOwners[o]), held_[o].size());
-      for (uint64_t k : some_keys) EXPECT_EQ(store_.Holds(kOwners[o], k), held_[o].contains(k));
+      for (uint64_t k : some_keys) {
+        auto it = held_[o].find(k);
+        EXPECT_EQ(store_.Copies(kOwners[o], k), it == held_[o].end() ? 0u : it->second);
+      }
     }
   }
 
  private:
   RunStore store_;
-  std::set<uint64_t> held_[kNumOwners];
+  std::map<uint64_t, uint32_t> held_[kNumOwners];   // copies
   std::vector<RunStore::OwnerPrefix> got_;
 };
 
@@ -136,11 +144,14 @@ void RunRandomSteps(bool orphans) {
     for (int step = 0; step < 250; ++step) {
       const size_t o = rng() % kNumOwners;
       const std::vector<uint64_t>& chain = chains[rng() % chains.size()];
+      const size_t begin = orphans ? rng() % chain.size() : 0;
+      const size_t end = begin + 1 + rng() % (chain.size() - begin);
       if (rng() % 4 == 0) {
         d.RemoveSome(o, rng);
+      } else if (rng() % 8 == 0) {   // a second physical copy of a whole piece
+        d.StoreRaw(o, std::span<const uint64_t>(chain).subspan(begin, end - begin), begin > 0 ? &chain[begin - 1] : nullptr);
       } else {
-        const size_t begin = orphans ? rng() % chain.size() : 0;
-        d.Store(o, chain, begin, begin + 1 + rng() % (chain.size() - begin), orphans, rng);
+        d.Store(o, chain, begin, end, orphans, rng);
       }
       for (int q = 0; q < 6; ++q) {
         std::vector<uint64_t> query = chains[rng() % chains.size()];
