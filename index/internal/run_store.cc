@@ -88,7 +88,8 @@ size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys) {
       ++held;
       continue;
     }
-    if (!Unhold(runs_[at.run].holders, owner, at.pos)) continue;
+    if (!Unhold(run.holders, owner, at.pos)) continue;
+    ClearHits(run, owner, at.pos);
     ++held;
     if (touched_.empty() || touched_.back() != at.run) touched_.push_back(at.run);
   }
@@ -126,11 +127,62 @@ void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<Owner
       if (got == 0) continue;
       if (e == nullptr) e = &out->emplace_back(OwnerPrefix{h.owner, 0});
       e->blocks += got;
+      if (const HitRanges* hits = HitsOf(run, h.owner)) {
+        const HitRanges::Sum sum = hits->Over(start.pos, start.pos + got);
+        e->hits += sum.hits;
+        e->hit_blocks += sum.hit_blocks;
+      }
       through += got == k;
     }
     if (through == 0) break;
     i += k;
   }
+}
+
+size_t RunStore::AddHits(uint32_t owner, std::span<const uint64_t> keys) {
+  // Consecutive positions of one run take their hit as one range.
+  uint32_t run = kNone, begin = 0, end = 0;
+  auto flush = [&] {
+    if (run == kNone) return;
+    Run& r = runs_[run];
+    auto it = std::find_if(r.hits.begin(), r.hits.end(), [&](const OwnerHits& x) { return x.owner == owner; });
+    if (it == r.hits.end()) it = r.hits.insert(r.hits.end(), OwnerHits{owner, {}});
+    it->ranges.AddOne(begin, end);
+  };
+  size_t held = 0;
+  for (uint64_t key : keys) {
+    const uint32_t id = Find(key);
+    if (id == kNone) continue;
+    const Place at = PlaceOf(id);
+    const Run& r = runs_[at.run];
+    auto h = std::find_if(r.holders.begin(), r.holders.end(), [&](const HeldBits& x) { return x.owner == owner; });
+    if (h == r.holders.end() || !h->Has(at.pos)) continue;
+    ++held;
+    if (at.run == run && at.pos == end) {
+      ++end;
+      continue;
+    }
+    flush();
+    run = at.run;
+    begin = at.pos;
+    end = at.pos + 1;
+  }
+  flush();
+  return held;
+}
+
+const HitRanges* RunStore::HitsOf(const Run& run, uint32_t owner) {
+  for (const OwnerHits& h : run.hits) {
+    if (h.owner == owner) return &h.ranges;
+  }
+  return nullptr;
+}
+
+void RunStore::ClearHits(Run& run, uint32_t owner, uint32_t pos) {
+  auto it = std::find_if(run.hits.begin(), run.hits.end(), [&](const OwnerHits& x) { return x.owner == owner; });
+  if (it == run.hits.end()) return;
+  it->ranges.Clear(pos);
+  if (it->ranges.empty()) run.hits.erase(it);
 }
 
 uint32_t RunStore::Copies(uint32_t owner, uint64_t key) const {
@@ -167,7 +219,9 @@ size_t RunStore::MemoryBytes() const {
                  runs_.capacity() * sizeof(Run) + (free_pages_.capacity() + free_runs_.capacity()) * sizeof(uint32_t) +
                  table_->bytes();
   for (const Run& run : runs_) {
-    bytes += run.holders.capacity() * sizeof(HeldBits) + run.extra.capacity() * sizeof(ExtraCopies);
+    bytes += run.holders.capacity() * sizeof(HeldBits) + run.extra.capacity() * sizeof(ExtraCopies) +
+             run.hits.capacity() * sizeof(OwnerHits);
+    for (const OwnerHits& h : run.hits) bytes += h.ranges.bytes();
     for (const HeldBits& h : run.holders) bytes += h.more.capacity() * sizeof(uint64_t);
   }
   return bytes;

@@ -18,13 +18,16 @@
 // costs its 8-byte entry, a table slot and a bit per owner, plus its
 // run's holders and the unused tail of its last page.
 //
+// Hits: per run and owner, ranges of equal counts (hit_ranges.h).
+//
 // Copies: a held position is one copy; extra copies (the same block cached
 // twice by one owner) are counted aside in the run, sorted by position and
 // owner, so a run without any costs one empty vector.
 //
 // Scope so far: integer-form keys (vLLM's), owners as opaque 32-bit
-// identities, exact copy counts, one thread. Hits and stamps, bytes-form
-// keys and lock-free readers are the next increments (docs/RUN_CORE.md).
+// identities, exact copy and hit counts, one thread. Recency stamps,
+// bytes-form keys and lock-free readers are the next increments
+// (docs/RUN_CORE.md).
 //
 // Not thread-safe.
 #pragma once
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "index/internal/held_bits.h"
+#include "index/internal/hit_ranges.h"
 #include "index/internal/table.h"
 
 namespace kvidx::internal {
@@ -60,12 +64,20 @@ class RunStore {
   // drift).
   size_t Remove(uint32_t owner, std::span<const uint64_t> keys);
 
+  // One engine-confirmed hit (a full-report re-announcement) on each
+  // listed key the owner holds. Returns how many it held; the others
+  // change nothing.
+  size_t AddHits(uint32_t owner, std::span<const uint64_t> keys);
+
   struct OwnerPrefix {
     uint32_t owner;
-    uint32_t blocks;   // leading keys of the query the owner holds, >= 1
+    uint32_t blocks;          // leading keys of the query the owner holds, >= 1
+    uint64_t hits = 0;        // summed over those blocks
+    uint32_t hit_blocks = 0;  // those of them with a hit
   };
   // Every owner holding keys[0], with the longest prefix of `keys` it
-  // holds, in no particular order. `out` is cleared first.
+  // holds and its hits there, in no particular order. `out` is cleared
+  // first.
   void LongestPrefixes(std::span<const uint64_t> keys, std::vector<OwnerPrefix>* out) const;
 
   // The owner's copies of `key`; 0 when it does not hold it.
@@ -89,11 +101,16 @@ class RunStore {
   struct ExtraCopies {
     uint32_t pos, owner, count;   // copies beyond the first
   };
+  struct OwnerHits {
+    uint32_t owner;
+    HitRanges ranges;
+  };
   struct Run {
     uint32_t first_page = kNone, last_page = kNone;
     uint32_t length = 0;
     std::vector<HeldBits> holders;
     std::vector<ExtraCopies> extra;   // sorted by (pos, owner)
+    std::vector<OwnerHits> hits;      // owners with a hit in the run
   };
   // A run entry: its id, run and position.
   struct Place {
@@ -112,6 +129,10 @@ class RunStore {
   Place Append(uint32_t run, uint64_t key, uint32_t free_slot);
   // One more copy of the entry at `at` for `owner`.
   void AddCopy(const Place& at, uint32_t owner);
+  // The owner's hits in `run`, or null.
+  static const HitRanges* HitsOf(const Run& run, uint32_t owner);
+  // Position `pos` of `run` left `owner`: its hits go.
+  static void ClearHits(Run& run, uint32_t owner, uint32_t pos);
   // Where (pos, owner) is or would go in run.extra.
   static size_t ExtraSlot(const Run& run, uint32_t pos, uint32_t owner);
   // Its index in run.extra, or kNone.

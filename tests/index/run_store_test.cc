@@ -1,6 +1,6 @@
 // The run store (index/internal/run_store.h) against a plain model: per
-// owner, each key's copies; an owner's match on a query is the number of
-// leading keys it holds. Random chains share prefixes of every
+// owner, each key's copies and hits; an owner's match on a query is the
+// number of leading keys it holds, with the hits on them. Random chains share prefixes of every
 // length, so runs cross pages (16 entries) and bit words (64); stores come
 // as an engine sends them (each piece an owner lacks, parented on the block
 // before) and as pieces without their parent in any order, removals in
@@ -72,6 +72,17 @@ class Differential {
     store_.Store(kOwners[o], keys, parent);
   }
 
+  // One hit on each of `keys` the owner holds.
+  void AddHits(size_t o, std::span<const uint64_t> keys) {
+    size_t expected = 0;
+    for (uint64_t k : keys) {
+      if (!held_[o].contains(k)) continue;
+      ++expected;
+      ++hits_[o][k];
+    }
+    EXPECT_EQ(store_.AddHits(kOwners[o], keys), expected);
+  }
+
   // Removes one copy of about a third of the owner's keys.
   void RemoveSome(size_t o, std::mt19937_64& rng) {
     std::vector<uint64_t> gone;
@@ -80,9 +91,7 @@ class Differential {
     }
     std::shuffle(gone.begin(), gone.end(), rng);
     const size_t expected = gone.size();
-    for (uint64_t k : gone) {
-      if (--held_[o][k] == 0) held_[o].erase(k);
-    }
+    for (uint64_t k : gone) Drop(o, k);
     gone.push_back(rng());   // never stored
     EXPECT_EQ(store_.Remove(kOwners[o], gone), expected);
   }
@@ -93,6 +102,7 @@ class Differential {
       std::vector<uint64_t> all;
       for (const auto& [k, copies] : held_[o]) all.insert(all.end(), copies, k);
       held_[o].clear();
+      hits_[o].clear();
       EXPECT_EQ(store_.Remove(kOwners[o], all), all.size());
     }
     EXPECT_EQ(store_.blocks(), 0u);
@@ -101,9 +111,14 @@ class Differential {
   void ExpectQuery(std::span<const uint64_t> keys) {
     std::vector<RunStore::OwnerPrefix> expected;
     for (size_t o = 0; o < kNumOwners; ++o) {
-      uint32_t n = 0;
-      while (n < keys.size() && held_[o].contains(keys[n])) ++n;
-      if (n > 0) expected.push_back({kOwners[o], n});
+      RunStore::OwnerPrefix e{kOwners[o], 0};
+      for (; e.blocks < keys.size() && held_[o].contains(keys[e.blocks]); ++e.blocks) {
+        auto h = hits_[o].find(keys[e.blocks]);
+        if (h == hits_[o].end()) continue;
+        e.hits += h->second;
+        ++e.hit_blocks;
+      }
+      if (e.blocks > 0) expected.push_back(e);
     }
     store_.LongestPrefixes(keys, &got_);
     auto by_owner = [](const RunStore::OwnerPrefix& a, const RunStore::OwnerPrefix& b) { return a.owner < b.owner; };
@@ -113,6 +128,8 @@ class Differential {
     for (size_t j = 0; j < got_.size(); ++j) {
       EXPECT_EQ(got_[j].owner, expected[j].owner);
       EXPECT_EQ(got_[j].blocks, expected[j].blocks) << "owner " << got_[j].owner;
+      EXPECT_EQ(got_[j].hits, expected[j].hits) << "owner " << got_[j].owner;
+      EXPECT_EQ(got_[j].hit_blocks, expected[j].hit_blocks) << "owner " << got_[j].owner;
     }
   }
 
@@ -130,8 +147,16 @@ class Differential {
   }
 
  private:
+  // One copy of `k` leaves owner o; with its last, its hits go too.
+  void Drop(size_t o, uint64_t k) {
+    if (--held_[o][k] > 0) return;
+    held_[o].erase(k);
+    hits_[o].erase(k);
+  }
+
   RunStore store_;
   std::map<uint64_t, uint32_t> held_[kNumOwners];   // copies
+  std::map<uint64_t, uint64_t> hits_[kNumOwners];
   std::vector<RunStore::OwnerPrefix> got_;
 };
 
@@ -148,6 +173,8 @@ void RunRandomSteps(bool orphans) {
       const size_t end = begin + 1 + rng() % (chain.size() - begin);
       if (rng() % 4 == 0) {
         d.RemoveSome(o, rng);
+      } else if (rng() % 3 == 0) {   // a request that hit a prefix of the chain
+        d.AddHits(o, std::span<const uint64_t>(chain).first(end));
       } else if (rng() % 8 == 0) {   // a second physical copy of a whole piece
         d.StoreRaw(o, std::span<const uint64_t>(chain).subspan(begin, end - begin), begin > 0 ? &chain[begin - 1] : nullptr);
       } else {
@@ -185,6 +212,8 @@ TEST(RunStoreTest, AgreesWithModelOnKeysThatAreNotChains) {
     const size_t o = rng() % kNumOwners;
     if (rng() % 4 == 0) {
       d.RemoveSome(o, rng);
+    } else if (rng() % 4 == 0) {
+      d.AddHits(o, random_keys(1 + rng() % 20));
     } else {
       const std::vector<uint64_t> keys = random_keys(1 + rng() % 20);
       const uint64_t parent = 1 + rng() % 45;   // sometimes not indexed

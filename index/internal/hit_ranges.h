@@ -1,0 +1,96 @@
+// Internal to the block index: one owner's engine-confirmed hit counts
+// over the positions of a run (run_store.h), as ranges of equal counts.
+//
+// A full-report hit re-announces a request's cached blocks from block 0,
+// so hits arrive as +1 over a range of consecutive positions, and the
+// positions of a prefix end up with equal or stepped counts: a few pieces
+// per run, however long it is. A query sums counts over a matched segment
+// in O(pieces).
+//
+// Not thread-safe.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kvidx::internal {
+
+class HitRanges {
+ public:
+  struct Sum {
+    uint64_t hits = 0;         // summed counts
+    uint32_t hit_blocks = 0;   // positions with a count > 0
+  };
+
+  // One more hit on every position in [begin, end).
+  void AddOne(uint32_t begin, uint32_t end) {
+    if (begin >= end) return;
+    out_.clear();
+    size_t i = 0;
+    while (i < pieces_.size() && pieces_[i].end <= begin) out_.push_back(pieces_[i++]);
+    for (uint32_t pos = begin; pos < end;) {
+      if (i < pieces_.size() && pieces_[i].begin <= pos) {   // pieces_[i] covers pos
+        const Piece p = pieces_[i++];
+        const uint32_t stop = std::min(p.end, end);
+        if (p.begin < pos) Push({p.begin, pos, p.count});
+        Push({pos, stop, p.count + 1});
+        if (p.end > end) Push({end, p.end, p.count});
+        pos = stop;
+      } else {
+        const uint32_t stop = i < pieces_.size() ? std::min(pieces_[i].begin, end) : end;
+        Push({pos, stop, 1});
+        pos = stop;
+      }
+    }
+    while (i < pieces_.size()) Push(pieces_[i++]);
+    pieces_.swap(out_);
+  }
+
+  // Position `pos` has no hits any more (its block left the owner).
+  void Clear(uint32_t pos) {
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), pos,
+                               [](uint32_t p, const Piece& x) { return p < x.end; });
+    if (it == pieces_.end() || it->begin > pos) return;
+    const Piece p = *it;
+    it = pieces_.erase(it);
+    if (pos + 1 < p.end) it = pieces_.insert(it, Piece{pos + 1, p.end, p.count});
+    if (p.begin < pos) pieces_.insert(it, Piece{p.begin, pos, p.count});
+  }
+
+  // Counts over [begin, end).
+  Sum Over(uint32_t begin, uint32_t end) const {
+    Sum s;
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), begin,
+                               [](uint32_t p, const Piece& x) { return p < x.end; });
+    for (; it != pieces_.end() && it->begin < end; ++it) {
+      const uint32_t n = std::min(it->end, end) - std::max(it->begin, begin);
+      s.hits += uint64_t{it->count} * n;
+      s.hit_blocks += n;
+    }
+    return s;
+  }
+
+  bool empty() const { return pieces_.empty(); }
+  size_t bytes() const { return pieces_.capacity() * sizeof(Piece); }
+
+ private:
+  struct Piece {
+    uint32_t begin, end, count;   // count > 0 on [begin, end)
+  };
+  // Appends to out_, merging with an equal neighbour.
+  void Push(Piece p) {
+    if (p.begin >= p.end) return;
+    if (!out_.empty() && out_.back().end == p.begin && out_.back().count == p.count) {
+      out_.back().end = p.end;
+    } else {
+      out_.push_back(p);
+    }
+  }
+
+  std::vector<Piece> pieces_;   // sorted, disjoint
+  std::vector<Piece> out_;      // AddOne's scratch
+};
+
+}  // namespace kvidx::internal

@@ -1,0 +1,66 @@
+// HitRanges (index/internal/hit_ranges.h) against a dense array of counts:
+// random range hits (overlapping, nested, adjacent) and cleared positions,
+// with every sum over every sub-range checked.
+#include "index/internal/hit_ranges.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace kvidx::internal {
+namespace {
+
+TEST(HitRangesTest, AgreesWithADenseArray) {
+  constexpr uint32_t kLen = 70;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    HitRanges ranges;
+    std::vector<uint32_t> dense(kLen, 0);
+    for (int step = 0; step < 200; ++step) {
+      if (rng() % 4 == 0) {
+        const uint32_t pos = static_cast<uint32_t>(rng() % kLen);
+        ranges.Clear(pos);
+        dense[pos] = 0;
+      } else {
+        const uint32_t b = static_cast<uint32_t>(rng() % kLen);
+        const uint32_t e = b + static_cast<uint32_t>(rng() % (kLen - b + 1));
+        ranges.AddOne(b, e);
+        for (uint32_t p = b; p < e; ++p) ++dense[p];
+      }
+      for (uint32_t b = 0; b < kLen; b += 7) {
+        for (uint32_t e = b; e <= kLen; e += 5) {
+          uint64_t hits = 0;
+          uint32_t blocks = 0;
+          for (uint32_t p = b; p < e; ++p) {
+            hits += dense[p];
+            blocks += dense[p] > 0;
+          }
+          const HitRanges::Sum s = ranges.Over(b, e);
+          ASSERT_EQ(s.hits, hits) << b << ".." << e;
+          ASSERT_EQ(s.hit_blocks, blocks) << b << ".." << e;
+        }
+      }
+    }
+  }
+}
+
+TEST(HitRangesTest, APrefixHitRepeatedStaysOnePiece) {
+  HitRanges ranges;
+  for (int i = 0; i < 100; ++i) ranges.AddOne(0, 5000);
+  EXPECT_EQ(ranges.Over(0, 5000).hits, 500000u);
+  EXPECT_LE(ranges.bytes(), 4 * 12u);   // one piece (vector growth aside)
+}
+
+TEST(HitRangesTest, EmptyAndOutOfRangeCallsChangeNothing) {
+  HitRanges ranges;
+  ranges.AddOne(5, 5);
+  ranges.Clear(3);
+  EXPECT_TRUE(ranges.empty());
+  EXPECT_EQ(ranges.Over(0, 10).hits, 0u);
+}
+
+}  // namespace
+}  // namespace kvidx::internal
