@@ -15,7 +15,8 @@ namespace kvidx::bench {
 class CoreRunIndex {
  public:
   void Store(uint32_t replica, std::span<const uint64_t> blocks, const uint64_t* parent = nullptr) {
-    store_.Store(replica, blocks, parent);
+    clock_ += static_cast<uint32_t>(blocks.size());   // one clock for all replicas: enough for a bench
+    store_.Store(replica, blocks, parent, clock_);
   }
   void Remove(uint32_t replica, std::span<const uint64_t> blocks) { store_.Remove(replica, blocks); }
 
@@ -36,6 +37,7 @@ class CoreRunIndex {
 
  private:
   internal::RunStore store_;
+  uint32_t clock_ = 0;
   mutable std::vector<internal::RunStore::OwnerPrefix> found_;   // warm across queries
 };
 

@@ -27,25 +27,34 @@ class HitRanges {
   // One more hit on every position in [begin, end).
   void AddOne(uint32_t begin, uint32_t end) {
     if (begin >= end) return;
-    out_.clear();
+    std::vector<Piece> out;
+    out.reserve(pieces_.size() + 2);
+    auto push = [&](Piece p) {   // appends, merging with an equal neighbour
+      if (p.begin >= p.end) return;
+      if (!out.empty() && out.back().end == p.begin && out.back().count == p.count) {
+        out.back().end = p.end;
+      } else {
+        out.push_back(p);
+      }
+    };
     size_t i = 0;
-    while (i < pieces_.size() && pieces_[i].end <= begin) out_.push_back(pieces_[i++]);
+    while (i < pieces_.size() && pieces_[i].end <= begin) out.push_back(pieces_[i++]);
     for (uint32_t pos = begin; pos < end;) {
       if (i < pieces_.size() && pieces_[i].begin <= pos) {   // pieces_[i] covers pos
         const Piece p = pieces_[i++];
         const uint32_t stop = std::min(p.end, end);
-        if (p.begin < pos) Push({p.begin, pos, p.count});
-        Push({pos, stop, p.count + 1});
-        if (p.end > end) Push({end, p.end, p.count});
+        if (p.begin < pos) push({p.begin, pos, p.count});
+        push({pos, stop, p.count + 1});
+        if (p.end > end) push({end, p.end, p.count});
         pos = stop;
       } else {
         const uint32_t stop = i < pieces_.size() ? std::min(pieces_[i].begin, end) : end;
-        Push({pos, stop, 1});
+        push({pos, stop, 1});
         pos = stop;
       }
     }
-    while (i < pieces_.size()) Push(pieces_[i++]);
-    pieces_.swap(out_);
+    while (i < pieces_.size()) push(pieces_[i++]);
+    pieces_.swap(out);
   }
 
   // Position `pos` has no hits any more (its block left the owner).
@@ -73,24 +82,14 @@ class HitRanges {
   }
 
   bool empty() const { return pieces_.empty(); }
+  size_t pieces() const { return pieces_.size(); }
   size_t bytes() const { return pieces_.capacity() * sizeof(Piece); }
 
  private:
   struct Piece {
     uint32_t begin, end, count;   // count > 0 on [begin, end)
   };
-  // Appends to out_, merging with an equal neighbour.
-  void Push(Piece p) {
-    if (p.begin >= p.end) return;
-    if (!out_.empty() && out_.back().end == p.begin && out_.back().count == p.count) {
-      out_.back().end = p.end;
-    } else {
-      out_.push_back(p);
-    }
-  }
-
   std::vector<Piece> pieces_;   // sorted, disjoint
-  std::vector<Piece> out_;      // AddOne's scratch
 };
 
 }  // namespace kvidx::internal

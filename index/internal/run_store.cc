@@ -17,8 +17,9 @@ RunStore::RunStore() : table_(std::make_unique<Table>(Table::GroupsFor(nullptr, 
 
 RunStore::~RunStore() = default;
 
-void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent) {
+void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent, uint32_t top) {
   Place at;   // the last block stored or found: the chain continues after it
+  Batch batch;
   if (parent != nullptr) {
     const uint32_t id = Find(*parent);
     if (id != kNone) at = PlaceOf(id);
@@ -32,6 +33,7 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
       if (keys_[next.id] == key) {
         at = next;
         AddCopy(at, owner);
+        Batched(batch, at, top - static_cast<uint32_t>(i), owner, /*hit=*/false);
         continue;
       }
     }
@@ -45,7 +47,9 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
       at = Append(extend ? at.run : NewRun(), key, free_slot);
     }
     AddCopy(at, owner);
+    Batched(batch, at, top - static_cast<uint32_t>(i), owner, /*hit=*/false);
   }
+  Apply(batch, owner, /*hit=*/false);
 }
 
 void RunStore::AddCopy(const Place& at, uint32_t owner) {
@@ -73,7 +77,7 @@ uint32_t RunStore::FindExtra(const Run& run, uint32_t pos, uint32_t owner) {
   return found ? static_cast<uint32_t>(slot) : kNone;
 }
 
-size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys) {
+size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, std::vector<uint32_t>* gone) {
   touched_.clear();
   size_t held = 0;
   for (size_t j = 0; j < std::min(keys.size(), kGroupAhead); ++j) table_->PrefetchGroup(MixKey(keys[j]));
@@ -89,7 +93,7 @@ size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys) {
       continue;
     }
     if (!Unhold(run.holders, owner, at.pos)) continue;
-    ClearHits(run, owner, at.pos);
+    Forget(run, owner, at.pos, gone);
     ++held;
     if (touched_.empty() || touched_.back() != at.run) touched_.push_back(at.run);
   }
@@ -127,8 +131,8 @@ void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<Owner
       if (got == 0) continue;
       if (e == nullptr) e = &out->emplace_back(OwnerPrefix{h.owner, 0});
       e->blocks += got;
-      if (const HitRanges* hits = HitsOf(run, h.owner)) {
-        const HitRanges::Sum sum = hits->Over(start.pos, start.pos + got);
+      if (const OwnerRanges* r = RangesOf(run, h.owner); r != nullptr && !r->hits.empty()) {
+        const HitRanges::Sum sum = r->hits.Over(start.pos, start.pos + got);
         e->hits += sum.hits;
         e->hit_blocks += sum.hit_blocks;
       }
@@ -139,50 +143,71 @@ void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<Owner
   }
 }
 
-size_t RunStore::AddHits(uint32_t owner, std::span<const uint64_t> keys) {
-  // Consecutive positions of one run take their hit as one range.
-  uint32_t run = kNone, begin = 0, end = 0;
-  auto flush = [&] {
-    if (run == kNone) return;
-    Run& r = runs_[run];
-    auto it = std::find_if(r.hits.begin(), r.hits.end(), [&](const OwnerHits& x) { return x.owner == owner; });
-    if (it == r.hits.end()) it = r.hits.insert(r.hits.end(), OwnerHits{owner, {}});
-    it->ranges.AddOne(begin, end);
-  };
+size_t RunStore::AddHits(uint32_t owner, std::span<const uint64_t> keys, uint32_t top) {
+  Batch batch;
   size_t held = 0;
-  for (uint64_t key : keys) {
-    const uint32_t id = Find(key);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint32_t id = Find(keys[i]);
     if (id == kNone) continue;
     const Place at = PlaceOf(id);
     const Run& r = runs_[at.run];
     auto h = std::find_if(r.holders.begin(), r.holders.end(), [&](const HeldBits& x) { return x.owner == owner; });
     if (h == r.holders.end() || !h->Has(at.pos)) continue;
     ++held;
-    if (at.run == run && at.pos == end) {
-      ++end;
-      continue;
-    }
-    flush();
-    run = at.run;
-    begin = at.pos;
-    end = at.pos + 1;
+    Batched(batch, at, top - static_cast<uint32_t>(i), owner, /*hit=*/true);
   }
-  flush();
+  Apply(batch, owner, /*hit=*/true);
   return held;
 }
 
-const HitRanges* RunStore::HitsOf(const Run& run, uint32_t owner) {
-  for (const OwnerHits& h : run.hits) {
-    if (h.owner == owner) return &h.ranges;
+void RunStore::Batched(Batch& batch, const Place& at, uint32_t stamp, uint32_t owner, bool hit) {
+  if (batch.run == at.run && at.pos == batch.end && stamp + (batch.end - batch.begin) == batch.top) {
+    ++batch.end;
+    return;
+  }
+  Apply(batch, owner, hit);
+  batch = Batch{at.run, at.pos, at.pos + 1, stamp};
+}
+
+void RunStore::Apply(Batch& batch, uint32_t owner, bool hit) {
+  if (batch.run == kNone) return;
+  OwnerRanges& r = RangesFor(runs_[batch.run], owner);
+  r.stamps.Set(batch.begin, batch.end, batch.top);
+  if (hit) r.hits.AddOne(batch.begin, batch.end);
+  batch.run = kNone;
+}
+
+const RunStore::OwnerRanges* RunStore::RangesOf(const Run& run, uint32_t owner) {
+  for (const OwnerRanges& r : run.ranges) {
+    if (r.owner == owner) return &r;
   }
   return nullptr;
 }
 
-void RunStore::ClearHits(Run& run, uint32_t owner, uint32_t pos) {
-  auto it = std::find_if(run.hits.begin(), run.hits.end(), [&](const OwnerHits& x) { return x.owner == owner; });
-  if (it == run.hits.end()) return;
-  it->ranges.Clear(pos);
-  if (it->ranges.empty()) run.hits.erase(it);
+RunStore::OwnerRanges& RunStore::RangesFor(Run& run, uint32_t owner) {
+  for (OwnerRanges& r : run.ranges) {
+    if (r.owner == owner) return r;
+  }
+  return run.ranges.emplace_back(OwnerRanges{owner, {}, {}});
+}
+
+void RunStore::Forget(Run& run, uint32_t owner, uint32_t pos, std::vector<uint32_t>* gone) {
+  auto it = std::find_if(run.ranges.begin(), run.ranges.end(), [&](const OwnerRanges& r) { return r.owner == owner; });
+  if (it == run.ranges.end()) return;
+  if (gone != nullptr) {
+    if (const std::optional<uint32_t> stamp = it->stamps.At(pos)) gone->push_back(*stamp);
+  }
+  it->stamps.Clear(pos);
+  it->hits.Clear(pos);
+  if (it->stamps.empty() && it->hits.empty()) run.ranges.erase(it);
+}
+
+std::optional<uint32_t> RunStore::Stamp(uint32_t owner, uint64_t key) const {
+  const uint32_t id = Find(key);
+  if (id == kNone) return std::nullopt;
+  const Place at = PlaceOf(id);
+  const OwnerRanges* r = RangesOf(runs_[at.run], owner);
+  return r == nullptr ? std::nullopt : r->stamps.At(at.pos);
 }
 
 uint32_t RunStore::Copies(uint32_t owner, uint64_t key) const {
@@ -220,8 +245,8 @@ size_t RunStore::MemoryBytes() const {
                  table_->bytes();
   for (const Run& run : runs_) {
     bytes += run.holders.capacity() * sizeof(HeldBits) + run.extra.capacity() * sizeof(ExtraCopies) +
-             run.hits.capacity() * sizeof(OwnerHits);
-    for (const OwnerHits& h : run.hits) bytes += h.ranges.bytes();
+             run.ranges.capacity() * sizeof(OwnerRanges);
+    for (const OwnerRanges& r : run.ranges) bytes += r.hits.bytes() + r.stamps.bytes();
     for (const HeldBits& h : run.holders) bytes += h.more.capacity() * sizeof(uint64_t);
   }
   return bytes;

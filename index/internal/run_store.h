@@ -35,11 +35,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "index/internal/held_bits.h"
 #include "index/internal/hit_ranges.h"
+#include "index/internal/stamp_ranges.h"
 #include "index/internal/table.h"
 
 namespace kvidx::internal {
@@ -56,18 +58,20 @@ class RunStore {
 
   // One BlockStored of `owner`: `keys` follow `parent` (nullptr: none; a
   // parent that is not indexed is treated as none). Each listed key gains
-  // one copy for the owner (vLLM sends one BlockStored per physical copy).
-  void Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent);
+  // one copy for the owner (vLLM sends one BlockStored per physical copy)
+  // and the recency stamp `top - i` (keys[i]; earlier blocks newer).
+  void Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent, uint32_t top);
   // One BlockRemoved of `owner`: each listed key loses one copy, and stops
-  // being held when its last goes. Returns how many of `keys` had a copy
-  // to lose; the others change nothing (the caller's remove_unknown
-  // drift).
-  size_t Remove(uint32_t owner, std::span<const uint64_t> keys);
+  // being held when its last goes; with `gone`, the stamps of those that
+  // stopped are appended to it (the eviction-rank input). Returns how many
+  // of `keys` had a copy to lose; the others change nothing (the caller's
+  // remove_unknown drift).
+  size_t Remove(uint32_t owner, std::span<const uint64_t> keys, std::vector<uint32_t>* gone = nullptr);
 
   // One engine-confirmed hit (a full-report re-announcement) on each
-  // listed key the owner holds. Returns how many it held; the others
-  // change nothing.
-  size_t AddHits(uint32_t owner, std::span<const uint64_t> keys);
+  // listed key the owner holds, which also takes the stamp `top - i`.
+  // Returns how many it held; the others change nothing.
+  size_t AddHits(uint32_t owner, std::span<const uint64_t> keys, uint32_t top);
 
   struct OwnerPrefix {
     uint32_t owner;
@@ -82,6 +86,8 @@ class RunStore {
 
   // The owner's copies of `key`; 0 when it does not hold it.
   uint32_t Copies(uint32_t owner, uint64_t key) const;
+  // The owner's recency stamp of `key`, if it holds it.
+  std::optional<uint32_t> Stamp(uint32_t owner, uint64_t key) const;
   uint64_t HeldBy(uint32_t owner) const;   // O(runs)
   uint64_t HeldByAll() const;              // (key, owner) pairs; O(runs)
   // Keys indexed: held, or kept as structure (a run's unheld positions
@@ -101,16 +107,24 @@ class RunStore {
   struct ExtraCopies {
     uint32_t pos, owner, count;   // copies beyond the first
   };
-  struct OwnerHits {
+  // An owner's hits and stamps over a run's positions (present once the
+  // owner was stamped there).
+  struct OwnerRanges {
     uint32_t owner;
-    HitRanges ranges;
+    HitRanges hits;
+    StampRanges stamps;
+  };
+  // Consecutive positions [begin, end) of one run whose stamps descend
+  // from `top`: one range update instead of one per block.
+  struct Batch {
+    uint32_t run = ~0u, begin = 0, end = 0, top = 0;
   };
   struct Run {
     uint32_t first_page = kNone, last_page = kNone;
     uint32_t length = 0;
     std::vector<HeldBits> holders;
     std::vector<ExtraCopies> extra;   // sorted by (pos, owner)
-    std::vector<OwnerHits> hits;      // owners with a hit in the run
+    std::vector<OwnerRanges> ranges;  // by owner, unsorted
   };
   // A run entry: its id, run and position.
   struct Place {
@@ -129,10 +143,16 @@ class RunStore {
   Place Append(uint32_t run, uint64_t key, uint32_t free_slot);
   // One more copy of the entry at `at` for `owner`.
   void AddCopy(const Place& at, uint32_t owner);
-  // The owner's hits in `run`, or null.
-  static const HitRanges* HitsOf(const Run& run, uint32_t owner);
-  // Position `pos` of `run` left `owner`: its hits go.
-  static void ClearHits(Run& run, uint32_t owner, uint32_t pos);
+  // The owner's ranges in `run`, or null / added.
+  static const OwnerRanges* RangesOf(const Run& run, uint32_t owner);
+  static OwnerRanges& RangesFor(Run& run, uint32_t owner);
+  // Adds (at, stamp) to `batch`, first applying it (with `hit`) when `at`
+  // does not continue it.
+  void Batched(Batch& batch, const Place& at, uint32_t stamp, uint32_t owner, bool hit);
+  void Apply(Batch& batch, uint32_t owner, bool hit);
+  // Position `pos` of `run` left `owner`: its hits and stamp go; the stamp
+  // is appended to `gone` when given.
+  static void Forget(Run& run, uint32_t owner, uint32_t pos, std::vector<uint32_t>* gone);
   // Where (pos, owner) is or would go in run.extra.
   static size_t ExtraSlot(const Run& run, uint32_t pos, uint32_t owner);
   // Its index in run.extra, or kNone.

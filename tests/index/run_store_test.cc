@@ -1,6 +1,6 @@
 // The run store (index/internal/run_store.h) against a plain model: per
-// owner, each key's copies and hits; an owner's match on a query is the
-// number of leading keys it holds, with the hits on them. Random chains share prefixes of every
+// owner, each key's copies, hits and recency stamp; an owner's match on a
+// query is the number of leading keys it holds, with the hits on them. Random chains share prefixes of every
 // length, so runs cross pages (16 entries) and bit words (64); stores come
 // as an engine sends them (each piece an owner lacks, parented on the block
 // before) and as pieces without their parent in any order, removals in
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <random>
 #include <map>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -61,7 +62,8 @@ class Differential {
     if (orphans) std::shuffle(pieces.begin(), pieces.end(), rng);
     for (auto [b, e] : pieces) {
       const bool parented = b > 0 && (!orphans || rng() % 2 == 0);
-      store_.Store(kOwners[o], chain.subspan(b, e - b), parented ? &chain[b - 1] : nullptr);
+      const auto piece = chain.subspan(b, e - b);
+      store_.Store(kOwners[o], piece, parented ? &chain[b - 1] : nullptr, Stamp(o, piece, /*only_held=*/false));
     }
   }
 
@@ -69,7 +71,7 @@ class Differential {
   // under other parents).
   void StoreRaw(size_t o, std::span<const uint64_t> keys, const uint64_t* parent) {
     for (uint64_t k : keys) ++held_[o][k];
-    store_.Store(kOwners[o], keys, parent);
+    store_.Store(kOwners[o], keys, parent, Stamp(o, keys, /*only_held=*/false));
   }
 
   // One hit on each of `keys` the owner holds.
@@ -80,7 +82,8 @@ class Differential {
       ++expected;
       ++hits_[o][k];
     }
-    EXPECT_EQ(store_.AddHits(kOwners[o], keys), expected);
+    const uint32_t top = Stamp(o, keys, /*only_held=*/true);
+    EXPECT_EQ(store_.AddHits(kOwners[o], keys, top), expected);
   }
 
   // Removes one copy of about a third of the owner's keys.
@@ -91,9 +94,11 @@ class Differential {
     }
     std::shuffle(gone.begin(), gone.end(), rng);
     const size_t expected = gone.size();
-    for (uint64_t k : gone) Drop(o, k);
+    std::vector<uint32_t> expected_stamps, stamps;
+    for (uint64_t k : gone) Drop(o, k, &expected_stamps);
     gone.push_back(rng());   // never stored
-    EXPECT_EQ(store_.Remove(kOwners[o], gone), expected);
+    EXPECT_EQ(store_.Remove(kOwners[o], gone, &stamps), expected);
+    EXPECT_EQ(stamps, expected_stamps);
   }
 
   // Removes every copy (a key listed once per copy): nothing may be left.
@@ -103,6 +108,7 @@ class Differential {
       for (const auto& [k, copies] : held_[o]) all.insert(all.end(), copies, k);
       held_[o].clear();
       hits_[o].clear();
+      stamps_[o].clear();
       EXPECT_EQ(store_.Remove(kOwners[o], all), all.size());
     }
     EXPECT_EQ(store_.blocks(), 0u);
@@ -142,21 +148,39 @@ class Differential {
       for (uint64_t k : some_keys) {
         auto it = held_[o].find(k);
         EXPECT_EQ(store_.Copies(kOwners[o], k), it == held_[o].end() ? 0u : it->second);
+        auto stamp = stamps_[o].find(k);
+        EXPECT_EQ(store_.Stamp(kOwners[o], k),
+                  stamp == stamps_[o].end() ? std::nullopt : std::optional<uint32_t>(stamp->second));
       }
     }
   }
 
  private:
-  // One copy of `k` leaves owner o; with its last, its hits go too.
-  void Drop(size_t o, uint64_t k) {
+  // One copy of `k` leaves owner o; with its last, its hits go too and its
+  // stamp is appended to `gone`.
+  void Drop(size_t o, uint64_t k, std::vector<uint32_t>* gone) {
     if (--held_[o][k] > 0) return;
     held_[o].erase(k);
     hits_[o].erase(k);
+    gone->push_back(stamps_[o][k]);
+    stamps_[o].erase(k);
+  }
+
+  // An event's stamps: keys[i] (held ones only for a hit) gets top - i,
+  // from a clock that moves past every event.
+  uint32_t Stamp(size_t o, std::span<const uint64_t> keys, bool only_held) {
+    const uint32_t top = clock_ += static_cast<uint32_t>(keys.size()) + 1;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!only_held || held_[o].contains(keys[i])) stamps_[o][keys[i]] = top - static_cast<uint32_t>(i);
+    }
+    return top;
   }
 
   RunStore store_;
   std::map<uint64_t, uint32_t> held_[kNumOwners];   // copies
   std::map<uint64_t, uint64_t> hits_[kNumOwners];
+  std::map<uint64_t, uint32_t> stamps_[kNumOwners];
+  uint32_t clock_ = 1;
   std::vector<RunStore::OwnerPrefix> got_;
 };
 
@@ -230,7 +254,7 @@ TEST(RunStoreTest, AnUnknownParentStartsARun) {
   RunStore store;
   const uint64_t unknown = 42;
   const uint64_t keys[] = {1, 2, 3};
-  store.Store(OwnerKey(0, 0, 0), keys, &unknown);
+  store.Store(OwnerKey(0, 0, 0), keys, &unknown, 10);
   EXPECT_EQ(store.blocks(), 3u);
   std::vector<RunStore::OwnerPrefix> got;
   store.LongestPrefixes(keys, &got);
@@ -240,7 +264,7 @@ TEST(RunStoreTest, AnUnknownParentStartsARun) {
 
 TEST(RunStoreTest, AnEmptyQueryOrStoreChangesNothing) {
   RunStore store;
-  store.Store(OwnerKey(0, 0, 0), {}, nullptr);
+  store.Store(OwnerKey(0, 0, 0), {}, nullptr, 10);
   std::vector<RunStore::OwnerPrefix> got{{1, 1}};
   store.LongestPrefixes({}, &got);
   EXPECT_TRUE(got.empty());

@@ -1,0 +1,79 @@
+// Internal to the block index: one owner's recency stamps over the
+// positions of a run (run_store.h), as pieces of consecutive clock values.
+//
+// A store stamps its blocks with consecutive values of the source's clock,
+// earlier blocks newer (vLLM frees a request's blocks tail first, so its
+// LRU evicts the tail before the head); a hit re-stamps the prefix it
+// touched the same way. So a run's stamps are a few pieces where
+// stamp(p) = top - (p - begin), however long the run.
+//
+// Not thread-safe.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace kvidx::internal {
+
+class StampRanges {
+ public:
+  // Positions [begin, end) get stamps top, top - 1, ... (top >= end - begin - 1).
+  void Set(uint32_t begin, uint32_t end, uint32_t top) {
+    if (begin >= end) return;
+    Cut(begin, end);
+    auto it = std::lower_bound(pieces_.begin(), pieces_.end(), begin,
+                               [](const Piece& x, uint32_t p) { return x.begin < p; });
+    it = pieces_.insert(it, Piece{begin, end, top});
+    // Merge with neighbours that continue the same descent.
+    if (it + 1 != pieces_.end() && Continues(*it, *(it + 1))) {
+      it->end = (it + 1)->end;
+      pieces_.erase(it + 1);
+    }
+    if (it != pieces_.begin() && Continues(*(it - 1), *it)) {
+      (it - 1)->end = it->end;
+      pieces_.erase(it);
+    }
+  }
+
+  // Position `pos` has no stamp any more (its block left the owner).
+  void Clear(uint32_t pos) { Cut(pos, pos + 1); }
+
+  // The stamp of `pos`, if it has one.
+  std::optional<uint32_t> At(uint32_t pos) const {
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), pos,
+                               [](uint32_t p, const Piece& x) { return p < x.end; });
+    if (it == pieces_.end() || it->begin > pos) return std::nullopt;
+    return it->top - (pos - it->begin);
+  }
+
+  bool empty() const { return pieces_.empty(); }
+  size_t pieces() const { return pieces_.size(); }
+  size_t bytes() const { return pieces_.capacity() * sizeof(Piece); }
+
+ private:
+  struct Piece {
+    uint32_t begin, end, top;   // stamp(p) = top - (p - begin) on [begin, end)
+  };
+  static bool Continues(const Piece& a, const Piece& b) {
+    return a.end == b.begin && a.top - (a.end - a.begin) == b.top;
+  }
+  // Removes [begin, end) from every piece, keeping what lies outside.
+  void Cut(uint32_t begin, uint32_t end) {
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), begin,
+                               [](uint32_t p, const Piece& x) { return p < x.end; });
+    while (it != pieces_.end() && it->begin < end) {
+      const Piece p = *it;
+      it = pieces_.erase(it);
+      if (p.end > end) it = pieces_.insert(it, Piece{end, p.end, p.top - (end - p.begin)});
+      if (p.begin < begin) it = pieces_.insert(it, Piece{p.begin, begin, p.top}) + 1;
+      if (p.end > end) break;
+    }
+  }
+
+  std::vector<Piece> pieces_;   // sorted, disjoint
+};
+
+}  // namespace kvidx::internal
