@@ -131,7 +131,8 @@ void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<Owner
       if (got == 0) continue;
       if (e == nullptr) e = &out->emplace_back(OwnerPrefix{h.owner, 0});
       e->blocks += got;
-      if (const OwnerRanges* r = RangesOf(run, h.owner); r != nullptr && !r->hits.empty()) {
+      const OwnerRanges* r = run.hit_owners == 0 ? nullptr : RangesOf(run, h.owner);
+      if (r != nullptr && !r->hits.empty()) {
         const HitRanges::Sum sum = r->hits.Over(start.pos, start.pos + got);
         e->hits += sum.hits;
         e->hit_blocks += sum.hit_blocks;
@@ -171,9 +172,13 @@ void RunStore::Batched(Batch& batch, const Place& at, uint32_t stamp, uint32_t o
 
 void RunStore::Apply(Batch& batch, uint32_t owner, bool hit) {
   if (batch.run == kNone) return;
-  OwnerRanges& r = RangesFor(runs_[batch.run], owner);
+  Run& run = runs_[batch.run];
+  OwnerRanges& r = RangesFor(run, owner);
   r.stamps.Set(batch.begin, batch.end, batch.top);
-  if (hit) r.hits.AddOne(batch.begin, batch.end);
+  if (hit) {
+    run.hit_owners += r.hits.empty();
+    r.hits.AddOne(batch.begin, batch.end);
+  }
   batch.run = kNone;
 }
 
@@ -198,7 +203,10 @@ void RunStore::Forget(Run& run, uint32_t owner, uint32_t pos, std::vector<uint32
     if (const std::optional<uint32_t> stamp = it->stamps.At(pos)) gone->push_back(*stamp);
   }
   it->stamps.Clear(pos);
-  it->hits.Clear(pos);
+  if (!it->hits.empty()) {
+    it->hits.Clear(pos);
+    run.hit_owners -= it->hits.empty();
+  }
   if (it->stamps.empty() && it->hits.empty()) run.ranges.erase(it);
 }
 

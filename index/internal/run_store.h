@@ -122,6 +122,7 @@ class RunStore {
   struct Run {
     uint32_t first_page = kNone, last_page = kNone;
     uint32_t length = 0;
+    uint32_t hit_owners = 0;          // of `ranges`, those with hits: most runs have none
     std::vector<HeldBits> holders;
     std::vector<ExtraCopies> extra;   // sorted by (pos, owner)
     std::vector<OwnerRanges> ranges;  // by owner, unsorted
