@@ -62,6 +62,10 @@ class HitRanges {
     auto it = std::upper_bound(pieces_.begin(), pieces_.end(), pos,
                                [](uint32_t p, const Piece& x) { return p < x.end; });
     if (it == pieces_.end() || it->begin > pos) return;
+    if (it->end - it->begin > 1 && (pos == it->begin || pos + 1 == it->end)) {   // shrink in place
+      pos == it->begin ? ++it->begin : --it->end;
+      return;
+    }
     const Piece p = *it;
     it = pieces_.erase(it);
     if (pos + 1 < p.end) it = pieces_.insert(it, Piece{pos + 1, p.end, p.count});

@@ -24,10 +24,10 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
     const uint32_t id = Find(*parent);
     if (id != kNone) at = PlaceOf(id);
   }
-  for (size_t j = 0; j < std::min(keys.size(), kGroupAhead); ++j) table_->PrefetchGroup(MixKey(keys[j]));
+  HashRing ring;
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint64_t key = keys[i];
-    StartAhead(keys, i);
+    StartAhead(keys, i, ring);
     if (at.run != kNone && at.pos + 1 < runs_[at.run].length) {
       const Place next = Next(at);
       if (keys_[next.id] == key) {
@@ -38,13 +38,14 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
       }
     }
     uint32_t free_slot = kNoId;
-    const uint32_t id = Find(key, &free_slot);
+    const uint64_t hash = ring[i % kRing];
+    const uint32_t id = Find(key, hash, &free_slot);
     if (id != kNone) {
       at = PlaceOf(id);
     } else {
       // A new block extends the run whose last entry is its parent.
       const bool extend = at.run != kNone && at.pos + 1 == runs_[at.run].length;
-      at = Append(extend ? at.run : NewRun(), key, free_slot);
+      at = Append(extend ? at.run : NewRun(), key, hash, free_slot);
     }
     AddCopy(at, owner);
     Batched(batch, at, top - static_cast<uint32_t>(i), owner, /*hit=*/false);
@@ -80,10 +81,10 @@ uint32_t RunStore::FindExtra(const Run& run, uint32_t pos, uint32_t owner) {
 size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, std::vector<uint32_t>* gone) {
   touched_.clear();
   size_t held = 0;
-  for (size_t j = 0; j < std::min(keys.size(), kGroupAhead); ++j) table_->PrefetchGroup(MixKey(keys[j]));
+  HashRing ring;
   for (size_t i = 0; i < keys.size(); ++i) {
-    StartAhead(keys, i);
-    const uint32_t id = Find(keys[i]);
+    StartAhead(keys, i, ring);
+    const uint32_t id = Find(keys[i], ring[i % kRing]);
     if (id == kNone) continue;
     const Place at = PlaceOf(id);
     Run& run = runs_[at.run];
@@ -260,10 +261,20 @@ size_t RunStore::MemoryBytes() const {
   return bytes;
 }
 
-void RunStore::StartAhead(std::span<const uint64_t> keys, size_t i) const {
-  if (i + kGroupAhead < keys.size()) table_->PrefetchGroup(MixKey(keys[i + kGroupAhead]));
+void RunStore::StartAhead(std::span<const uint64_t> keys, size_t i, HashRing& ring) const {
+  static_assert(kGroupAhead < kRing && kEntryAhead < kGroupAhead);
+  if (i == 0) {
+    for (size_t j = 0; j < std::min(keys.size(), kGroupAhead); ++j) {
+      ring[j] = MixKey(keys[j]);
+      table_->PrefetchGroup(ring[j]);
+    }
+  }
+  if (i + kGroupAhead < keys.size()) {
+    const uint64_t hash = ring[(i + kGroupAhead) % kRing] = MixKey(keys[i + kGroupAhead]);
+    table_->PrefetchGroup(hash);
+  }
   if (i + kEntryAhead < keys.size()) {
-    const uint32_t id = table_->PeekId(MixKey(keys[i + kEntryAhead]));
+    const uint32_t id = table_->PeekId(ring[(i + kEntryAhead) % kRing]);
     if (id < keys_.size()) __builtin_prefetch(&keys_[id]);
   }
 }
@@ -285,13 +296,13 @@ uint32_t RunStore::EntryAt(uint32_t run, uint32_t pos) const {
   return page << kRunPageBits | pos % kRunPage;
 }
 
-uint32_t RunStore::Find(uint64_t key, uint32_t* free_slot) const {
+uint32_t RunStore::Find(uint64_t key, uint64_t hash, uint32_t* free_slot) const {
   uint32_t id = kNoId;
-  table_->FindSlot(MixKey(key), [&](uint32_t candidate) { return keys_[candidate] == key; }, &id, free_slot);
+  table_->FindSlot(hash, [&](uint32_t candidate) { return keys_[candidate] == key; }, &id, free_slot);
   return id;
 }
 
-RunStore::Place RunStore::Append(uint32_t run, uint64_t key, uint32_t free_slot) {
+RunStore::Place RunStore::Append(uint32_t run, uint64_t key, uint64_t hash, uint32_t free_slot) {
   if (growth_left_ == 0) {
     GrowTable();
     free_slot = kNoId;   // a slot of the old table
@@ -310,7 +321,6 @@ RunStore::Place RunStore::Append(uint32_t run, uint64_t key, uint32_t free_slot)
   Run& r = runs_[run];
   const uint32_t id = r.last_page << kRunPageBits | slot;
   keys_[id] = key;
-  const uint64_t hash = MixKey(key);
   if (free_slot != kNoId ? table_->InsertAt(free_slot, hash, id) : table_->Insert(hash, id)) --growth_left_;
   ++size_;
   return {id, run, r.length++};

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "index/internal/held_bits.h"
+#include "index/internal/probe_key.h"
 #include "index/internal/hit_ranges.h"
 #include "index/internal/stamp_ranges.h"
 #include "index/internal/table.h"
@@ -139,9 +140,10 @@ class RunStore {
   uint32_t EntryAt(uint32_t run, uint32_t pos) const;
   // The entry holding `key`, or kNone; with `free_slot`, a miss's slot
   // for InsertAt.
-  uint32_t Find(uint64_t key, uint32_t* free_slot = nullptr) const;
+  uint32_t Find(uint64_t key, uint32_t* free_slot = nullptr) const { return Find(key, MixKey(key), free_slot); }
+  uint32_t Find(uint64_t key, uint64_t hash, uint32_t* free_slot = nullptr) const;
   // Appends `key` (not indexed) to run `run`; its place.
-  Place Append(uint32_t run, uint64_t key, uint32_t free_slot);
+  Place Append(uint32_t run, uint64_t key, uint64_t hash, uint32_t free_slot);
   // One more copy of the entry at `at` for `owner`.
   void AddCopy(const Place& at, uint32_t owner);
   // The owner's ranges in `run`, or null / added.
@@ -158,11 +160,16 @@ class RunStore {
   static size_t ExtraSlot(const Run& run, uint32_t pos, uint32_t owner);
   // Its index in run.extra, or kNone.
   static uint32_t FindExtra(const Run& run, uint32_t pos, uint32_t owner);
-  // Starts the lookups of keys[i + kGroupAhead]'s table group and
-  // keys[i + kEntryAhead]'s entry while key i is handled (a store's or
-  // removal's keys are known upfront, and each lookup is a chain of two
-  // cache misses). Hints only: they never change a result.
-  void StartAhead(std::span<const uint64_t> keys, size_t i) const;
+  // A write's key hashes, each computed once when its lookup is started
+  // (kRing > the furthest stage ahead).
+  static constexpr size_t kRing = 16;
+  using HashRing = uint64_t[kRing];
+  // Starts the lookups of keys[i + 8]'s table group and keys[i + 4]'s
+  // entry while key i is handled (a store's or removal's keys are known
+  // upfront, and each lookup is a chain of two cache misses); the first
+  // call (i = 0) also starts keys 0-7. Hints only: they never change a
+  // result. Afterwards ring[i % kRing] is keys[i]'s hash.
+  void StartAhead(std::span<const uint64_t> keys, size_t i, HashRing& ring) const;
   uint32_t NewRun();
   uint32_t NewPage(uint32_t run, uint32_t base);
   void GrowTable();

@@ -38,8 +38,24 @@ class StampRanges {
     }
   }
 
-  // Position `pos` has no stamp any more (its block left the owner).
-  void Clear(uint32_t pos) { Cut(pos, pos + 1); }
+  // Position `pos` has no stamp any more (its block left the owner). A
+  // piece's first or last position (LRU evictions take a chain from one
+  // end) shrinks it in place.
+  void Clear(uint32_t pos) {
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), pos,
+                               [](uint32_t p, const Piece& x) { return p < x.end; });
+    if (it == pieces_.end() || it->begin > pos) return;
+    if (it->end - it->begin == 1) {
+      pieces_.erase(it);
+    } else if (pos == it->begin) {
+      ++it->begin;
+      --it->top;
+    } else if (pos + 1 == it->end) {
+      --it->end;
+    } else {
+      Cut(pos, pos + 1);
+    }
+  }
 
   // The stamp of `pos`, if it has one.
   std::optional<uint32_t> At(uint32_t pos) const {
