@@ -1,5 +1,5 @@
 // Internal to the block index: the run-compressed core's store
-// (docs/RUN_CORE.md, increment 1), not yet used by BlockIndex.
+// (docs/RUN_CORE.md, increments 1 and 2), not yet used by BlockIndex.
 //
 // Blocks live in runs: arrays of consecutive chain keys. A chained key
 // names its whole prefix, so a run needs no parent link; a walk locates a
@@ -18,16 +18,18 @@
 // costs its 8-byte entry, a table slot and a bit per owner, plus its
 // run's holders and the unused tail of its last page.
 //
-// Hits: per run and owner, ranges of equal counts (hit_ranges.h).
+// Hits and recency stamps: per run and owner, ranges of equal counts
+// (hit_ranges.h) and of descending stamps (stamp_ranges.h); a run counts
+// its owners with hits so that a query skips runs without any.
 //
 // Copies: a held position is one copy; extra copies (the same block cached
 // twice by one owner) are counted aside in the run, sorted by position and
 // owner, so a run without any costs one empty vector.
 //
 // Scope so far: integer-form keys (vLLM's), owners as opaque 32-bit
-// identities, exact copy and hit counts, one thread. Recency stamps,
-// bytes-form keys and lock-free readers are the next increments
-// (docs/RUN_CORE.md).
+// identities, exact copy and hit counts and stamps, one thread. Bytes-form
+// keys, query filters, snapshots and lock-free readers are the next
+// increments (docs/RUN_CORE.md).
 //
 // Not thread-safe.
 #pragma once
@@ -40,8 +42,8 @@
 #include <vector>
 
 #include "index/internal/held_bits.h"
-#include "index/internal/probe_key.h"
 #include "index/internal/hit_ranges.h"
+#include "index/internal/probe_key.h"
 #include "index/internal/stamp_ranges.h"
 #include "index/internal/table.h"
 
@@ -94,8 +96,8 @@ class RunStore {
   // Keys indexed: held, or kept as structure (a run's unheld positions
   // before a held one).
   size_t blocks() const { return size_; }
-  // Bytes allocated: pages, runs with their holders and extra copies, the
-  // table.
+  // Bytes allocated: pages, runs with their holders, extra copies, hit
+  // and stamp ranges, the table.
   size_t MemoryBytes() const;
 
  private:
