@@ -104,21 +104,29 @@ size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, std::vec
   return held;
 }
 
+RunStore::Segment RunStore::SegmentAt(std::span<const uint64_t> keys, size_t i) const {
+  Segment seg;
+  const uint32_t id = Find(keys[i]);
+  if (id == kNone) return seg;
+  seg.start = PlaceOf(id);
+  const size_t limit = std::min<size_t>(runs_[seg.start.run].length - seg.start.pos, keys.size() - i);
+  seg.k = 1;
+  for (Place at = seg.start; seg.k < limit; ++seg.k) {
+    at = Next(at);
+    if (keys_[at.id] != keys[i + seg.k]) break;
+  }
+  return seg;
+}
+
 void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<OwnerPrefix>* out) const {
   out->clear();
   size_t i = 0;
   while (i < keys.size()) {
-    const uint32_t id = Find(keys[i]);
-    if (id == kNone) break;
-    const Place start = PlaceOf(id);
+    const Segment seg = SegmentAt(keys, i);
+    if (seg.k == 0) break;
+    const Place start = seg.start;
+    const uint32_t k = seg.k;
     const Run& run = runs_[start.run];
-    // keys [i, i + k) are the run's positions [start.pos, start.pos + k).
-    const size_t limit = std::min<size_t>(run.length - start.pos, keys.size() - i);
-    uint32_t k = 1;
-    for (Place at = start; k < limit; ++k) {
-      at = Next(at);
-      if (keys_[at.id] != keys[i + k]) break;
-    }
     // Only owners that matched all of keys [0, i) can extend their match.
     uint32_t through = 0;
     for (const HeldBits& h : run.holders) {

@@ -35,6 +35,8 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -87,6 +89,27 @@ class RunStore {
   // first.
   void LongestPrefixes(std::span<const uint64_t> keys, std::vector<OwnerPrefix>* out) const;
 
+  // What FindPrefix reports per source (prefix_match.h), from owners that
+  // a caller's classifier maps to sources: `classify(owner)` returns the
+  // owner's source and whether it is its GPU owner, or nullopt for an
+  // owner the query does not admit (another group, a filtered tier).
+  struct OwnerClass {
+    uint32_t source;
+    bool gpu;
+  };
+  struct SourcePrefix {
+    uint32_t source;
+    uint32_t any_blocks = 0;   // leading keys held in any admitted tier, >= 1
+    uint32_t gpu_blocks = 0;   // leading keys held on GPU
+    uint64_t hits = 0;         // over the GPU prefix
+    uint32_t hit_blocks = 0;
+  };
+  // Every source whose admitted owners hold keys[0], in no particular
+  // order; `out` is cleared first. A source has at most one GPU owner
+  // admitted (one group per query).
+  template <typename Classify>
+  void SourcePrefixes(std::span<const uint64_t> keys, Classify classify, std::vector<SourcePrefix>* out) const;
+
   // The owner's copies of `key`; 0 when it does not hold it.
   uint32_t Copies(uint32_t owner, uint64_t key) const;
   // The owner's recency stamp of `key`, if it holds it.
@@ -134,6 +157,17 @@ class RunStore {
   struct Place {
     uint32_t id = kNone, run = kNone, pos = 0;
   };
+  // A query's next segment: keys [i, i + k) are positions [start.pos,
+  // start.pos + k) of run start.run; k = 0 when keys[i] is not indexed.
+  struct Segment {
+    Place start;
+    uint32_t k = 0;
+  };
+  Segment SegmentAt(std::span<const uint64_t> keys, size_t i) const;
+  // One segment of SourcePrefixes for the sources that matched all of
+  // keys [0, i); false when none continues past it.
+  template <typename Classify>
+  bool SourceSegment(const Segment& seg, uint32_t i, Classify& classify, std::vector<SourcePrefix>* out) const;
 
   Place PlaceOf(uint32_t id) const;
   // The entry after `at` in its run (which must have one).
@@ -188,5 +222,79 @@ class RunStore {
   uint32_t growth_left_ = 0;   // inserts into empty slots before the table is rebuilt
   std::vector<uint32_t> touched_;   // Remove's scratch
 };
+
+template <typename Classify>
+void RunStore::SourcePrefixes(std::span<const uint64_t> keys, Classify classify, std::vector<SourcePrefix>* out) const {
+  out->clear();
+  for (size_t i = 0; i < keys.size();) {
+    const Segment seg = SegmentAt(keys, i);
+    if (seg.k == 0 || !SourceSegment(seg, static_cast<uint32_t>(i), classify, out)) break;
+    i += seg.k;
+  }
+}
+
+template <typename Classify>
+bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify, std::vector<SourcePrefix>* out) const {
+  const Run& run = runs_[seg.start.run];
+  const uint32_t from = seg.start.pos, k = seg.k;
+  // The admitted holders of sources that matched all of keys [0, i),
+  // grouped by source (one allocation per segment, none per block).
+  struct Admitted {
+    uint32_t source;
+    bool gpu;
+    const HeldBits* bits;
+  };
+  std::vector<Admitted> admitted;
+  for (const HeldBits& h : run.holders) {
+    const std::optional<OwnerClass> c = classify(h.owner);
+    if (!c) continue;
+    if (i > 0) {
+      auto e = std::find_if(out->begin(), out->end(), [&](const SourcePrefix& x) { return x.source == c->source; });
+      if (e == out->end() || e->any_blocks != i) continue;   // did not reach this segment
+    }
+    admitted.push_back({c->source, c->gpu, &h});
+  }
+  std::sort(admitted.begin(), admitted.end(), [](const Admitted& a, const Admitted& b) { return a.source < b.source; });
+  uint32_t through = 0;
+  for (size_t g = 0; g < admitted.size();) {
+    size_t end = g;
+    const HeldBits* gpu = nullptr;
+    while (end < admitted.size() && admitted[end].source == admitted[g].source) {
+      if (admitted[end].gpu) gpu = admitted[end].bits;
+      ++end;
+    }
+    // Leading positions from `from` that some admitted owner of the source
+    // holds: the union of their bits, a word at a time.
+    uint32_t any = 0;
+    for (size_t w = from / 64; any < k; ++w) {
+      uint64_t bits = 0;
+      for (size_t j = g; j < end; ++j) bits |= admitted[j].bits->word(w);
+      const uint32_t skip = w == from / 64 ? from % 64 : 0;
+      const uint32_t ones = static_cast<uint32_t>(std::countr_one(bits >> skip));
+      any += std::min(ones, 64 - skip);
+      if (ones < 64 - skip) break;
+    }
+    any = std::min(any, k);
+    if (any > 0) {
+      auto e = std::find_if(out->begin(), out->end(), [&](const SourcePrefix& x) { return x.source == admitted[g].source; });
+      if (e == out->end()) e = out->insert(out->end(), SourcePrefix{admitted[g].source});
+      const bool gpu_alive = e->gpu_blocks == i;   // every block so far held on GPU
+      e->any_blocks += any;
+      if (gpu_alive && gpu != nullptr) {
+        const uint32_t on_gpu = gpu->LeadingFrom(from, k);
+        e->gpu_blocks += on_gpu;
+        const OwnerRanges* r = on_gpu == 0 || run.hit_owners == 0 ? nullptr : RangesOf(run, gpu->owner);
+        if (r != nullptr && !r->hits.empty()) {
+          const HitRanges::Sum sum = r->hits.Over(from, from + on_gpu);
+          e->hits += sum.hits;
+          e->hit_blocks += sum.hit_blocks;
+        }
+      }
+      through += any == k;
+    }
+    g = end;
+  }
+  return through > 0;
+}
 
 }  // namespace kvidx::internal

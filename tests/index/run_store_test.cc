@@ -139,6 +139,51 @@ class Differential {
     }
   }
 
+  // SourcePrefixes for a query of `group` admitting `tier_mask`, against
+  // the model: per source, the leading keys some admitted owner holds, the
+  // leading keys its GPU owner holds, and that owner's hits on those.
+  void ExpectSourceQuery(std::span<const uint64_t> keys, uint32_t group, uint64_t tier_mask) {
+    auto admitted = [&](uint32_t owner) {
+      return OwnerGroup(owner) == group && ((tier_mask >> OwnerTier(owner)) & 1) != 0;
+    };
+    std::map<uint32_t, RunStore::SourcePrefix> expected;
+    for (uint32_t source : {0u, 1u, 7u, 300u}) {
+      RunStore::SourcePrefix e{source};
+      auto holds = [&](size_t o, uint64_t k) {
+        return OwnerSource(kOwners[o]) == source && admitted(kOwners[o]) && held_[o].contains(k);
+      };
+      for (; e.any_blocks < keys.size(); ++e.any_blocks) {
+        bool any = false;
+        for (size_t o = 0; o < kNumOwners; ++o) any = any || holds(o, keys[e.any_blocks]);
+        if (!any) break;
+      }
+      for (size_t o = 0; o < kNumOwners; ++o) {
+        if (OwnerTier(kOwners[o]) != 0 || OwnerSource(kOwners[o]) != source || !admitted(kOwners[o])) continue;
+        for (; e.gpu_blocks < keys.size() && holds(o, keys[e.gpu_blocks]); ++e.gpu_blocks) {
+          auto h = hits_[o].find(keys[e.gpu_blocks]);
+          if (h == hits_[o].end()) continue;
+          e.hits += h->second;
+          ++e.hit_blocks;
+        }
+      }
+      if (e.any_blocks > 0) expected[source] = e;
+    }
+    auto classify = [&](uint32_t owner) -> std::optional<RunStore::OwnerClass> {
+      if (!admitted(owner)) return std::nullopt;
+      return RunStore::OwnerClass{OwnerSource(owner), OwnerTier(owner) == 0};
+    };
+    store_.SourcePrefixes(keys, classify, &sources_);
+    ASSERT_EQ(sources_.size(), expected.size());
+    for (const RunStore::SourcePrefix& got : sources_) {
+      ASSERT_TRUE(expected.contains(got.source)) << "source " << got.source;
+      const RunStore::SourcePrefix& e = expected[got.source];
+      EXPECT_EQ(got.any_blocks, e.any_blocks) << "source " << got.source;
+      EXPECT_EQ(got.gpu_blocks, e.gpu_blocks) << "source " << got.source;
+      EXPECT_EQ(got.hits, e.hits) << "source " << got.source;
+      EXPECT_EQ(got.hit_blocks, e.hit_blocks) << "source " << got.source;
+    }
+  }
+
   void ExpectHoldings(std::span<const uint64_t> some_keys) const {
     size_t all = 0;
     for (const auto& h : held_) all += h.size();
@@ -182,6 +227,7 @@ class Differential {
   std::map<uint64_t, uint32_t> stamps_[kNumOwners];
   uint32_t clock_ = 1;
   std::vector<RunStore::OwnerPrefix> got_;
+  std::vector<RunStore::SourcePrefix> sources_;
 };
 
 void RunRandomSteps(bool orphans) {
@@ -209,6 +255,9 @@ void RunRandomSteps(bool orphans) {
         if (rng() % 2 == 0) query.resize(rng() % (query.size() + 1));
         if (rng() % 4 == 0) query.push_back(rng());
         d.ExpectQuery(query);
+        d.ExpectSourceQuery(query, 0, ~uint64_t{0});   // every tier
+        d.ExpectSourceQuery(query, 0, 1);              // GPU only
+        d.ExpectSourceQuery(query, 2, ~uint64_t{0});   // another group
         if (::testing::Test::HasFailure()) return;
       }
       d.ExpectHoldings(chain);
@@ -243,7 +292,9 @@ TEST(RunStoreTest, AgreesWithModelOnKeysThatAreNotChains) {
       const uint64_t parent = 1 + rng() % 45;   // sometimes not indexed
       d.StoreRaw(o, keys, rng() % 2 == 0 ? &parent : nullptr);
     }
-    d.ExpectQuery(random_keys(rng() % 25));
+    const std::vector<uint64_t> query = random_keys(rng() % 25);
+    d.ExpectQuery(query);
+    d.ExpectSourceQuery(query, 0, ~uint64_t{0});
     d.ExpectHoldings(random_keys(10));
     if (::testing::Test::HasFailure()) return;
   }
