@@ -110,6 +110,20 @@ class RunStore {
   template <typename Classify>
   void SourcePrefixes(std::span<const uint64_t> keys, Classify classify, std::vector<SourcePrefix>* out) const;
 
+  // One owner's hold on one key, everything the store knows of it (a
+  // snapshot's or LookupBlock's row).
+  struct Holding {
+    uint64_t key;
+    uint32_t owner;
+    uint32_t copies;
+    uint64_t hits;
+    std::optional<uint32_t> stamp;
+  };
+  // fn(const Holding&) for every (key, owner) held, run by run in position
+  // order, owners in each run's order. O(runs + holdings).
+  template <typename Fn>
+  void ForEachHolding(Fn fn) const;
+
   // The owner's copies of `key`; 0 when it does not hold it.
   uint32_t Copies(uint32_t owner, uint64_t key) const;
   // The owner's recency stamp of `key`, if it holds it.
@@ -222,6 +236,27 @@ class RunStore {
   uint32_t growth_left_ = 0;   // inserts into empty slots before the table is rebuilt
   std::vector<uint32_t> touched_;   // Remove's scratch
 };
+
+template <typename Fn>
+void RunStore::ForEachHolding(Fn fn) const {
+  for (const Run& run : runs_) {
+    uint32_t page = run.first_page;
+    for (uint32_t pos = 0; pos < run.length; ++pos) {
+      if (pos > 0 && pos % kRunPage == 0) page = pages_[page].next;
+      const uint64_t key = keys_[page << kRunPageBits | pos % kRunPage];
+      for (const HeldBits& h : run.holders) {
+        if (!h.Has(pos)) continue;
+        Holding row{key, h.owner, 1, 0, std::nullopt};
+        if (const uint32_t e = FindExtra(run, pos, h.owner); e != kNone) row.copies += run.extra[e].count;
+        if (const OwnerRanges* r = RangesOf(run, h.owner)) {
+          row.hits = r->hits.Over(pos, pos + 1).hits;
+          row.stamp = r->stamps.At(pos);
+        }
+        fn(row);
+      }
+    }
+  }
+}
 
 template <typename Classify>
 void RunStore::SourcePrefixes(std::span<const uint64_t> keys, Classify classify, std::vector<SourcePrefix>* out) const {

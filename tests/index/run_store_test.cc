@@ -184,6 +184,28 @@ class Differential {
     }
   }
 
+  // Every holding the store lists, against the model's.
+  void ExpectAllHoldings() const {
+    std::map<std::pair<uint64_t, uint32_t>, RunStore::Holding> expected, got;
+    for (size_t o = 0; o < kNumOwners; ++o) {
+      for (const auto& [k, copies] : held_[o]) {
+        auto h = hits_[o].find(k);
+        expected[{k, kOwners[o]}] = {k, kOwners[o], copies, h == hits_[o].end() ? 0 : h->second, stamps_[o].at(k)};
+      }
+    }
+    store_.ForEachHolding([&](const RunStore::Holding& row) {
+      EXPECT_TRUE(got.emplace(std::pair{row.key, row.owner}, row).second) << "listed twice: " << row.key;
+    });
+    ASSERT_EQ(got.size(), expected.size());
+    for (const auto& [at, e] : expected) {
+      auto g = got.find(at);
+      ASSERT_NE(g, got.end()) << "missing key " << at.first;
+      EXPECT_EQ(g->second.copies, e.copies);
+      EXPECT_EQ(g->second.hits, e.hits);
+      EXPECT_EQ(g->second.stamp, e.stamp);
+    }
+  }
+
   void ExpectHoldings(std::span<const uint64_t> some_keys) const {
     size_t all = 0;
     for (const auto& h : held_) all += h.size();
@@ -261,7 +283,9 @@ void RunRandomSteps(bool orphans) {
         if (::testing::Test::HasFailure()) return;
       }
       d.ExpectHoldings(chain);
+      if (step % 25 == 0) d.ExpectAllHoldings();
     }
+    d.ExpectAllHoldings();
     d.RemoveAll();
   }
 }
@@ -296,8 +320,10 @@ TEST(RunStoreTest, AgreesWithModelOnKeysThatAreNotChains) {
     d.ExpectQuery(query);
     d.ExpectSourceQuery(query, 0, ~uint64_t{0});
     d.ExpectHoldings(random_keys(10));
+    if (step % 100 == 0) d.ExpectAllHoldings();
     if (::testing::Test::HasFailure()) return;
   }
+  d.ExpectAllHoldings();
   d.RemoveAll();
 }
 
