@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -21,13 +22,16 @@ class CoreRunIndex {
   void Remove(uint32_t replica, std::span<const uint64_t> blocks) { store_.Remove(replica, blocks); }
 
   // match[r] = leading blocks of `keys` replica r holds; the longest.
+  // Asked the way FindPrefix will ask it: per source, through the owner
+  // classifier (every owner here is its replica's GPU owner).
   uint32_t Match(std::span<const uint64_t> keys, std::span<uint32_t> match) const {
     std::fill(match.begin(), match.end(), 0);
-    store_.LongestPrefixes(keys, &found_);
+    store_.SourcePrefixes(
+        keys, [](uint32_t owner) { return std::optional(internal::RunStore::OwnerClass{owner, true}); }, &found_);
     uint32_t best = 0;
-    for (const internal::RunStore::OwnerPrefix& p : found_) {
-      match[p.owner] = p.blocks;
-      best = std::max(best, p.blocks);
+    for (const internal::RunStore::SourcePrefix& p : found_) {
+      match[p.source] = p.gpu_blocks;
+      best = std::max(best, p.gpu_blocks);
     }
     return best;
   }
@@ -38,7 +42,7 @@ class CoreRunIndex {
  private:
   internal::RunStore store_;
   uint32_t clock_ = 0;
-  mutable std::vector<internal::RunStore::OwnerPrefix> found_;   // warm across queries
+  mutable std::vector<internal::RunStore::SourcePrefix> found_;   // warm across queries
 };
 
 }  // namespace kvidx::bench

@@ -106,7 +106,8 @@ class RunStore {
   };
   // Every source whose admitted owners hold keys[0], in no particular
   // order; `out` is cleared first. A source has at most one GPU owner
-  // admitted (one group per query).
+  // admitted (one group per query). Allocates nothing once `out` and the
+  // calling thread's scratch are warm.
   template <typename Classify>
   void SourcePrefixes(std::span<const uint64_t> keys, Classify classify, std::vector<SourcePrefix>* out) const;
 
@@ -273,13 +274,16 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
   const Run& run = runs_[seg.start.run];
   const uint32_t from = seg.start.pos, k = seg.k;
   // The admitted holders of sources that matched all of keys [0, i),
-  // grouped by source (one allocation per segment, none per block).
+  // grouped by source; the thread's scratch, so a warm query allocates
+  // nothing.
   struct Admitted {
     uint32_t source;
     bool gpu;
     const HeldBits* bits;
   };
-  std::vector<Admitted> admitted;
+  thread_local std::vector<Admitted> admitted;
+  admitted.clear();
+  uint64_t seen = 0, shared = 0;
   for (const HeldBits& h : run.holders) {
     const std::optional<OwnerClass> c = classify(h.owner);
     if (!c) continue;
@@ -288,8 +292,15 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
       if (e == out->end() || e->any_blocks != i) continue;   // did not reach this segment
     }
     admitted.push_back({c->source, c->gpu, &h});
+    const uint64_t bit = uint64_t{1} << (c->source & 63);
+    shared |= seen & bit;   // maybe a second owner of a source seen before
+    seen |= bit;
   }
-  std::sort(admitted.begin(), admitted.end(), [](const Admitted& a, const Admitted& b) { return a.source < b.source; });
+  // Grouping by source matters only when a source has several admitted
+  // owners (GPU and CPU copies, say); without a possible repeat, skip it.
+  if (shared != 0) {
+    std::sort(admitted.begin(), admitted.end(), [](const Admitted& a, const Admitted& b) { return a.source < b.source; });
+  }
   uint32_t through = 0;
   for (size_t g = 0; g < admitted.size();) {
     size_t end = g;
@@ -299,9 +310,10 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
       ++end;
     }
     // Leading positions from `from` that some admitted owner of the source
-    // holds: the union of their bits, a word at a time.
-    uint32_t any = 0;
-    for (size_t w = from / 64; any < k; ++w) {
+    // holds: the union of their bits, a word at a time (one owner, the
+    // usual case: its own run).
+    uint32_t any = end - g == 1 ? admitted[g].bits->LeadingFrom(from, k) : 0;
+    for (size_t w = from / 64; end - g > 1 && any < k; ++w) {
       uint64_t bits = 0;
       for (size_t j = g; j < end; ++j) bits |= admitted[j].bits->word(w);
       const uint32_t skip = w == from / 64 ? from % 64 : 0;
@@ -316,7 +328,7 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
       const bool gpu_alive = e->gpu_blocks == i;   // every block so far held on GPU
       e->any_blocks += any;
       if (gpu_alive && gpu != nullptr) {
-        const uint32_t on_gpu = gpu->LeadingFrom(from, k);
+        const uint32_t on_gpu = end - g == 1 ? any : gpu->LeadingFrom(from, k);
         e->gpu_blocks += on_gpu;
         const OwnerRanges* r = on_gpu == 0 || run.hit_owners == 0 ? nullptr : RangesOf(run, gpu->owner);
         if (r != nullptr && !r->hits.empty()) {
