@@ -279,6 +279,7 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
   struct Admitted {
     uint32_t source;
     bool gpu;
+    uint32_t entry;   // the source's index in `out`, or kNone on the first segment
     const HeldBits* bits;
   };
   thread_local std::vector<Admitted> admitted;
@@ -287,11 +288,13 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
   for (const HeldBits& h : run.holders) {
     const std::optional<OwnerClass> c = classify(h.owner);
     if (!c) continue;
+    uint32_t entry = kNone;
     if (i > 0) {
       auto e = std::find_if(out->begin(), out->end(), [&](const SourcePrefix& x) { return x.source == c->source; });
       if (e == out->end() || e->any_blocks != i) continue;   // did not reach this segment
+      entry = static_cast<uint32_t>(e - out->begin());
     }
-    admitted.push_back({c->source, c->gpu, &h});
+    admitted.push_back({c->source, c->gpu, entry, &h});
     const uint64_t bit = uint64_t{1} << (c->source & 63);
     shared |= seen & bit;   // maybe a second owner of a source seen before
     seen |= bit;
@@ -323,8 +326,8 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
     }
     any = std::min(any, k);
     if (any > 0) {
-      auto e = std::find_if(out->begin(), out->end(), [&](const SourcePrefix& x) { return x.source == admitted[g].source; });
-      if (e == out->end()) e = out->insert(out->end(), SourcePrefix{admitted[g].source});
+      SourcePrefix* e = admitted[g].entry != kNone ? &(*out)[admitted[g].entry]
+                                                   : &out->emplace_back(SourcePrefix{admitted[g].source});
       const bool gpu_alive = e->gpu_blocks == i;   // every block so far held on GPU
       e->any_blocks += any;
       if (gpu_alive && gpu != nullptr) {
