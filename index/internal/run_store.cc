@@ -227,6 +227,17 @@ std::optional<uint32_t> RunStore::Stamp(uint32_t owner, uint64_t key) const {
   return r == nullptr ? std::nullopt : r->stamps.At(at.pos);
 }
 
+void RunStore::Coldest(uint32_t owner, size_t n, std::vector<uint64_t>* out) const {
+  std::vector<std::pair<uint32_t, uint64_t>> aged;   // (stamp, key)
+  ForEachHolding([&](const Holding& h) {
+    if (h.owner == owner) aged.emplace_back(h.stamp.value_or(0), h.key);
+  });
+  n = std::min(n, aged.size());
+  std::partial_sort(aged.begin(), aged.begin() + static_cast<ptrdiff_t>(n), aged.end());
+  out->clear();
+  for (size_t j = 0; j < n; ++j) out->push_back(aged[j].second);
+}
+
 uint32_t RunStore::Copies(uint32_t owner, uint64_t key) const {
   const uint32_t id = Find(key);
   if (id == kNone) return 0;

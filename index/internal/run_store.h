@@ -125,6 +125,10 @@ class RunStore {
   template <typename Fn>
   void ForEachHolding(Fn fn) const;
 
+  // The owner's `n` coldest keys, oldest stamp first (ties by key): the
+  // order an LRU would evict them in. O(runs + holdings); for diagnosis.
+  void Coldest(uint32_t owner, size_t n, std::vector<uint64_t>* out) const;
+
   // The owner's copies of `key`; 0 when it does not hold it.
   uint32_t Copies(uint32_t owner, uint64_t key) const;
   // The owner's recency stamp of `key`, if it holds it.

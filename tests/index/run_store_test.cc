@@ -206,6 +206,20 @@ class Differential {
     }
   }
 
+  // Each owner's coldest keys, against the model's stamps.
+  void ExpectColdest(size_t n) {
+    for (size_t o = 0; o < kNumOwners; ++o) {
+      std::vector<std::pair<uint32_t, uint64_t>> aged;
+      for (const auto& [k, stamp] : stamps_[o]) aged.emplace_back(stamp, k);
+      std::sort(aged.begin(), aged.end());
+      std::vector<uint64_t> expected;
+      for (size_t j = 0; j < std::min(n, aged.size()); ++j) expected.push_back(aged[j].second);
+      std::vector<uint64_t> got;
+      store_.Coldest(kOwners[o], n, &got);
+      EXPECT_EQ(got, expected) << "owner " << kOwners[o];
+    }
+  }
+
   void ExpectHoldings(std::span<const uint64_t> some_keys) const {
     size_t all = 0;
     for (const auto& h : held_) all += h.size();
@@ -283,7 +297,10 @@ void RunRandomSteps(bool orphans) {
         if (::testing::Test::HasFailure()) return;
       }
       d.ExpectHoldings(chain);
-      if (step % 25 == 0) d.ExpectAllHoldings();
+      if (step % 25 == 0) {
+        d.ExpectAllHoldings();
+        d.ExpectColdest(step % 50 == 0 ? 7 : 100000);
+      }
     }
     d.ExpectAllHoldings();
     d.RemoveAll();
@@ -320,7 +337,10 @@ TEST(RunStoreTest, AgreesWithModelOnKeysThatAreNotChains) {
     d.ExpectQuery(query);
     d.ExpectSourceQuery(query, 0, ~uint64_t{0});
     d.ExpectHoldings(random_keys(10));
-    if (step % 100 == 0) d.ExpectAllHoldings();
+    if (step % 100 == 0) {
+      d.ExpectAllHoldings();
+      d.ExpectColdest(5);
+    }
     if (::testing::Test::HasFailure()) return;
   }
   d.ExpectAllHoldings();
