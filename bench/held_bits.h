@@ -1,14 +1,13 @@
 // The pieces the bench's run-compressed reference indexes share
 // (radix_prefix_index.h, run_prefix_index.h) beside the index's own
 // HeldBits (which positions of a run a replica holds): a block map whose
-// slots point into runs, removal, a query segment, counts.
+// slots point into runs, removal, a query segment.
 // Single-threaded.
 #pragma once
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -19,6 +18,7 @@
 
 namespace kvidx::bench {
 
+using internal::CountHeld;
 using internal::HeldBits;
 using internal::HolderOf;
 using internal::Unhold;
@@ -62,17 +62,6 @@ inline uint32_t MatchSegment(const std::vector<HeldBits>& holders, uint32_t i, u
     through += got == k;
   }
   return through;
-}
-
-// Held positions over every run's holders: `replica`'s, or every replica's
-// when it is nullopt.
-template <typename Runs>
-uint64_t CountHeld(const Runs& runs, std::optional<uint32_t> replica) {
-  uint64_t n = 0;
-  for (const auto& run : runs) {
-    for (const HeldBits& h : run.holders) n += !replica || h.owner == *replica ? h.held : 0;
-  }
-  return n;
 }
 
 // Block hash -> RunPlace. The set keeps no key: it hashes and compares the

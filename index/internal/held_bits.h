@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -83,6 +84,17 @@ inline bool Unhold(std::vector<HeldBits>& holders, uint32_t owner, uint32_t pos)
     holders.pop_back();
   }
   return true;
+}
+
+// Held positions over every run's holders: `owner`'s, or every owner's when
+// it is nullopt.
+template <typename Runs>
+uint64_t CountHeld(const Runs& runs, std::optional<uint32_t> owner) {
+  uint64_t n = 0;
+  for (const auto& run : runs) {
+    for (const HeldBits& h : run.holders) n += !owner || h.owner == *owner ? h.held : 0;
+  }
+  return n;
 }
 
 }  // namespace kvidx::internal

@@ -251,21 +251,9 @@ uint32_t RunStore::Copies(uint32_t owner, uint64_t key) const {
   return 0;
 }
 
-uint64_t RunStore::HeldBy(uint32_t owner) const {
-  uint64_t n = 0;
-  for (const Run& run : runs_) {
-    for (const HeldBits& h : run.holders) n += h.owner == owner ? h.held : 0;
-  }
-  return n;
-}
+uint64_t RunStore::HeldBy(uint32_t owner) const { return CountHeld(runs_, owner); }
 
-uint64_t RunStore::HeldByAll() const {
-  uint64_t n = 0;
-  for (const Run& run : runs_) {
-    for (const HeldBits& h : run.holders) n += h.held;
-  }
-  return n;
-}
+uint64_t RunStore::HeldByAll() const { return CountHeld(runs_, std::nullopt); }
 
 size_t RunStore::MemoryBytes() const {
   size_t bytes = keys_.capacity() * sizeof(uint64_t) + pages_.capacity() * sizeof(Page) +
