@@ -1,6 +1,7 @@
-// The index's own run store (index/internal/run_store.h, the first
-// increment of docs/RUN_CORE.md) in the shape W1 and W2 drive their
-// reference indexes with: replica r is owner r. Single-threaded.
+// The index's own run store (index/internal/run_store.h, docs/RUN_CORE.md)
+// in the shape W1 and W2 drive their reference indexes with: replica r is
+// owner r. Single-threaded, but a query pins the epoch as a concurrent
+// reader must, so it pays what BlockIndex's readers will.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "index/epoch.h"
 #include "index/internal/run_store.h"
 
 namespace kvidx::bench {
@@ -26,6 +28,7 @@ class CoreRunIndex {
   // classifier (every owner here is its replica's GPU owner).
   uint32_t Match(std::span<const uint64_t> keys, std::span<uint32_t> match) const {
     std::fill(match.begin(), match.end(), 0);
+    internal::EpochDomain::ReadGuard guard(epoch_);
     store_.SourcePrefixes(
         keys, [](uint32_t owner) { return std::optional(internal::RunStore::OwnerClass{owner, true}); }, &found_);
     uint32_t best = 0;
@@ -40,7 +43,8 @@ class CoreRunIndex {
   uint64_t OwnerEntries() const { return store_.HeldByAll(); }
 
  private:
-  internal::RunStore store_;
+  mutable internal::EpochDomain epoch_;
+  internal::RunStore store_{epoch_};
   uint32_t clock_ = 0;
   mutable std::vector<internal::RunStore::SourcePrefix> found_;   // warm across queries
 };

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace kvidx::internal {
@@ -23,6 +24,21 @@ class HitRanges {
     uint64_t hits = 0;         // summed counts
     uint32_t hit_blocks = 0;   // positions with a count > 0
   };
+  struct Piece {
+    uint32_t begin, end, count;   // count > 0 on [begin, end)
+  };
+  // Over() on sorted, disjoint pieces (this class's or a copy of them).
+  static Sum SumOver(std::span<const Piece> pieces, uint32_t begin, uint32_t end) {
+    Sum s;
+    auto it = std::upper_bound(pieces.begin(), pieces.end(), begin,
+                               [](uint32_t p, const Piece& x) { return p < x.end; });
+    for (; it != pieces.end() && it->begin < end; ++it) {
+      const uint32_t n = std::min(it->end, end) - std::max(it->begin, begin);
+      s.hits += uint64_t{it->count} * n;
+      s.hit_blocks += n;
+    }
+    return s;
+  }
 
   // One more hit on every position in [begin, end).
   void AddOne(uint32_t begin, uint32_t end) {
@@ -73,26 +89,14 @@ class HitRanges {
   }
 
   // Counts over [begin, end).
-  Sum Over(uint32_t begin, uint32_t end) const {
-    Sum s;
-    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), begin,
-                               [](uint32_t p, const Piece& x) { return p < x.end; });
-    for (; it != pieces_.end() && it->begin < end; ++it) {
-      const uint32_t n = std::min(it->end, end) - std::max(it->begin, begin);
-      s.hits += uint64_t{it->count} * n;
-      s.hit_blocks += n;
-    }
-    return s;
-  }
+  Sum Over(uint32_t begin, uint32_t end) const { return SumOver(pieces_, begin, end); }
 
   bool empty() const { return pieces_.empty(); }
   size_t pieces() const { return pieces_.size(); }
+  std::span<const Piece> all() const { return pieces_; }
   size_t bytes() const { return pieces_.capacity() * sizeof(Piece); }
 
  private:
-  struct Piece {
-    uint32_t begin, end, count;   // count > 0 on [begin, end)
-  };
   std::vector<Piece> pieces_;   // sorted, disjoint
 };
 

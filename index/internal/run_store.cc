@@ -11,11 +11,84 @@ constexpr size_t kGroupAhead = 8, kEntryAhead = 4;
 
 }  // namespace
 
-RunStore::RunStore() : table_(std::make_unique<Table>(Table::GroupsFor(nullptr, 0))) {
-  growth_left_ = table_->max_load();
+RunStore::RunStore(EpochDomain& epoch)
+    : epoch_(epoch), table_(new Table(Table::GroupsFor(nullptr, 0))) {
+  growth_left_ = table_.load(std::memory_order_relaxed)->max_load();
 }
 
-RunStore::~RunStore() = default;
+RunStore::~RunStore() {
+  ForEachRun([](Run& run) {
+    if (HolderBlock* h = run.block()) HolderBlock::Delete(h);
+    if (const HitView* v = run.hits.load(std::memory_order_relaxed)) HitView::Delete(const_cast<HitView*>(v));
+  });
+  for (uint32_t c = 0; c * kChunkPages < pages_top_.load(std::memory_order_relaxed); ++c) delete pages_.Get(c);
+  for (uint32_t c = 0; c * kRunChunk < runs_top_.load(std::memory_order_relaxed); ++c) delete runs_.Get(c);
+  for (auto& [p, deleter] : garbage_) deleter(p);
+  delete table_.load(std::memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------- readers
+
+uint32_t RunStore::Find(uint64_t key, uint64_t hash, uint32_t* free_slot) const {
+  uint32_t id = kNoId;
+  table_.load(std::memory_order_acquire)->FindSlot(
+      hash,
+      [&](uint32_t candidate) {
+        const std::atomic<uint64_t>* k = KeyWord(candidate);
+        return k != nullptr && k->load(std::memory_order_relaxed) == key;
+      },
+      &id, free_slot);
+  return id;
+}
+
+std::optional<RunStore::Segment> RunStore::ReadSegmentAt(std::span<const uint64_t> keys, size_t i) const {
+  Segment seg;
+  const uint32_t id = Find(keys[i]);
+  if (id == kNone) return seg;
+  const PageMeta* meta = MetaOf(id >> kRunPageBits);
+  if (meta == nullptr) return std::nullopt;
+  const uint32_t run = meta->run.load(std::memory_order_relaxed);
+  seg.run = RunOf(run);
+  if (seg.run == nullptr) return std::nullopt;
+  seg.seq = seg.run->lock.ReadBegin();
+  // Inside the section: the entry must still be keys[i] in this run (its
+  // page may have moved to another run since the table said where it was).
+  const std::atomic<uint64_t>* entry = KeyWord(id);
+  if (meta->run.load(std::memory_order_relaxed) != run || entry->load(std::memory_order_relaxed) != keys[i]) {
+    return std::nullopt;
+  }
+  seg.pos = meta->base.load(std::memory_order_relaxed) + (id & (kRunPage - 1));
+  const uint32_t length = seg.run->length.load(std::memory_order_relaxed);
+  if (seg.pos >= length) return seg;   // k = 0; the caller validates it
+  const size_t limit = std::min<size_t>(length - seg.pos, keys.size() - i);
+  // Entries compared a page at a time: a page's 16 keys are one array.
+  const std::atomic<uint64_t>* page = entry - (id & (kRunPage - 1));
+  uint32_t slot = id & (kRunPage - 1), at_page = id >> kRunPageBits;
+  for (seg.k = 1; seg.k < limit; ++seg.k) {
+    if (++slot == kRunPage) {
+      const PageMeta* m = MetaOf(at_page);
+      if (m == nullptr) return std::nullopt;
+      at_page = m->next.load(std::memory_order_relaxed);
+      page = KeyWord(at_page << kRunPageBits);
+      if (page == nullptr) return std::nullopt;
+      slot = 0;
+    }
+    if (page[slot].load(std::memory_order_relaxed) != keys[i + seg.k]) break;
+  }
+  return seg;
+}
+
+void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<OwnerPrefix>* out) const {
+  // Per source with every owner its own source and GPU owner: the owner's
+  // own prefix and hits.
+  thread_local std::vector<SourcePrefix> per_owner;
+  SourcePrefixes(
+      keys, [](uint32_t owner) { return std::optional(OwnerClass{owner, true}); }, &per_owner);
+  out->clear();
+  for (const SourcePrefix& p : per_owner) out->push_back({p.source, p.any_blocks, p.hits, p.hit_blocks});
+}
+
+// ---------------------------------------------------------------- writer
 
 void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent, uint32_t top) {
   Place at;   // the last block stored or found: the chain continues after it
@@ -28,9 +101,9 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint64_t key = keys[i];
     StartAhead(keys, i, ring);
-    if (at.run != kNone && at.pos + 1 < runs_[at.run].length) {
+    if (at.run != kNone && at.pos + 1 < RunAt(at.run).len()) {
       const Place next = Next(at);
-      if (keys_[next.id] == key) {
+      if (KeyOf(next.id) == key) {
         at = next;
         AddCopy(at, owner);
         Batched(batch, at, top - static_cast<uint32_t>(i), owner, /*hit=*/false);
@@ -44,24 +117,57 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
       at = PlaceOf(id);
     } else {
       // A new block extends the run whose last entry is its parent.
-      const bool extend = at.run != kNone && at.pos + 1 == runs_[at.run].length;
+      const bool extend = at.run != kNone && at.pos + 1 == RunAt(at.run).len();
       at = Append(extend ? at.run : NewRun(), key, hash, free_slot);
     }
     AddCopy(at, owner);
     Batched(batch, at, top - static_cast<uint32_t>(i), owner, /*hit=*/false);
   }
   Apply(batch, owner, /*hit=*/false);
+  Finish();
 }
 
 void RunStore::AddCopy(const Place& at, uint32_t owner) {
-  Run& run = runs_[at.run];
-  if (HolderOf(run.holders, owner).Set(at.pos)) return;
+  if (Hold(at, owner)) return;
+  Run& run = RunAt(at.run);
   const size_t slot = ExtraSlot(run, at.pos, owner);
   if (slot < run.extra.size() && run.extra[slot].pos == at.pos && run.extra[slot].owner == owner) {
     ++run.extra[slot].count;
   } else {
     run.extra.insert(run.extra.begin() + static_cast<ptrdiff_t>(slot), ExtraCopies{at.pos, owner, 1});
   }
+}
+
+bool RunStore::Hold(const Place& at, uint32_t owner) {
+  Run& run = RunAt(at.run);
+  HolderBlock* h = run.block();
+  uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
+  if (row != HolderBlock::kNoRow && h->Has(row, at.pos)) return false;
+  Write(at.run);
+  const uint32_t words = at.pos / 64 + 1;
+  const bool no_row_left = h != nullptr && row == HolderBlock::kNoRow && h->count() == h->capacity();
+  if (h == nullptr || no_row_left || words > h->words()) {
+    // Rows double and words grow by half when they run out: a run's block
+    // is replaced a few times as it grows, not once per owner or word.
+    HolderBlock* grown = h == nullptr ? HolderBlock::New(1, words)
+                                      : HolderBlock::Grown(*h, no_row_left ? 2 * h->capacity() : 0,
+                                                           words > h->words() ? std::max(words, h->words() * 3 / 2 + 1) : 0);
+    run.holders.store(grown, std::memory_order_release);
+    if (h != nullptr) Retire(h, &HolderBlock::Delete);
+    h = grown;
+  }
+  if (row == HolderBlock::kNoRow) row = h->Add(owner);
+  return h->Set(row, at.pos);
+}
+
+bool RunStore::Unhold(const Place& at, uint32_t owner) {
+  HolderBlock* h = RunAt(at.run).block();
+  const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
+  if (row == HolderBlock::kNoRow || !h->Has(row, at.pos)) return false;
+  Write(at.run);
+  h->Clear(row, at.pos);
+  if (h->held(row) == 0) h->Drop(row);
+  return true;
 }
 
 size_t RunStore::ExtraSlot(const Run& run, uint32_t pos, uint32_t owner) {
@@ -87,70 +193,22 @@ size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, std::vec
     const uint32_t id = Find(keys[i], ring[i % kRing]);
     if (id == kNone) continue;
     const Place at = PlaceOf(id);
-    Run& run = runs_[at.run];
+    Run& run = RunAt(at.run);
     if (const uint32_t e = FindExtra(run, at.pos, owner); e != kNone) {
       if (--run.extra[e].count == 0) run.extra.erase(run.extra.begin() + e);
       ++held;
       continue;
     }
-    if (!Unhold(run.holders, owner, at.pos)) continue;
-    Forget(run, owner, at.pos, gone);
+    if (!Unhold(at, owner)) continue;
+    Forget(at.run, owner, at.pos, gone);
     ++held;
     if (touched_.empty() || touched_.back() != at.run) touched_.push_back(at.run);
   }
   std::sort(touched_.begin(), touched_.end());
   touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
   for (uint32_t run : touched_) Prune(run);
+  Finish();
   return held;
-}
-
-RunStore::Segment RunStore::SegmentAt(std::span<const uint64_t> keys, size_t i) const {
-  Segment seg;
-  const uint32_t id = Find(keys[i]);
-  if (id == kNone) return seg;
-  seg.start = PlaceOf(id);
-  const size_t limit = std::min<size_t>(runs_[seg.start.run].length - seg.start.pos, keys.size() - i);
-  seg.k = 1;
-  for (Place at = seg.start; seg.k < limit; ++seg.k) {
-    at = Next(at);
-    if (keys_[at.id] != keys[i + seg.k]) break;
-  }
-  return seg;
-}
-
-void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<OwnerPrefix>* out) const {
-  out->clear();
-  size_t i = 0;
-  while (i < keys.size()) {
-    const Segment seg = SegmentAt(keys, i);
-    if (seg.k == 0) break;
-    const Place start = seg.start;
-    const uint32_t k = seg.k;
-    const Run& run = runs_[start.run];
-    // Only owners that matched all of keys [0, i) can extend their match.
-    uint32_t through = 0;
-    for (const HeldBits& h : run.holders) {
-      OwnerPrefix* e = nullptr;
-      if (i > 0) {
-        auto it = std::find_if(out->begin(), out->end(), [&](const OwnerPrefix& x) { return x.owner == h.owner; });
-        if (it == out->end() || it->blocks != i) continue;
-        e = &*it;
-      }
-      const uint32_t got = h.LeadingFrom(start.pos, k);
-      if (got == 0) continue;
-      if (e == nullptr) e = &out->emplace_back(OwnerPrefix{h.owner, 0});
-      e->blocks += got;
-      const OwnerRanges* r = run.hit_owners == 0 ? nullptr : RangesOf(run, h.owner);
-      if (r != nullptr && !r->hits.empty()) {
-        const HitRanges::Sum sum = r->hits.Over(start.pos, start.pos + got);
-        e->hits += sum.hits;
-        e->hit_blocks += sum.hit_blocks;
-      }
-      through += got == k;
-    }
-    if (through == 0) break;
-    i += k;
-  }
 }
 
 size_t RunStore::AddHits(uint32_t owner, std::span<const uint64_t> keys, uint32_t top) {
@@ -160,13 +218,14 @@ size_t RunStore::AddHits(uint32_t owner, std::span<const uint64_t> keys, uint32_
     const uint32_t id = Find(keys[i]);
     if (id == kNone) continue;
     const Place at = PlaceOf(id);
-    const Run& r = runs_[at.run];
-    auto h = std::find_if(r.holders.begin(), r.holders.end(), [&](const HeldBits& x) { return x.owner == owner; });
-    if (h == r.holders.end() || !h->Has(at.pos)) continue;
+    const HolderBlock* h = RunAt(at.run).block();
+    const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
+    if (row == HolderBlock::kNoRow || !h->Has(row, at.pos)) continue;
     ++held;
     Batched(batch, at, top - static_cast<uint32_t>(i), owner, /*hit=*/true);
   }
   Apply(batch, owner, /*hit=*/true);
+  Finish();
   return held;
 }
 
@@ -181,12 +240,11 @@ void RunStore::Batched(Batch& batch, const Place& at, uint32_t stamp, uint32_t o
 
 void RunStore::Apply(Batch& batch, uint32_t owner, bool hit) {
   if (batch.run == kNone) return;
-  Run& run = runs_[batch.run];
-  OwnerRanges& r = RangesFor(run, owner);
+  OwnerRanges& r = RangesFor(RunAt(batch.run), owner);
   r.stamps.Set(batch.begin, batch.end, batch.top);
   if (hit) {
-    run.hit_owners += r.hits.empty();
     r.hits.AddOne(batch.begin, batch.end);
+    hits_dirty_.push_back(batch.run);
   }
   batch.run = kNone;
 }
@@ -205,7 +263,8 @@ RunStore::OwnerRanges& RunStore::RangesFor(Run& run, uint32_t owner) {
   return run.ranges.emplace_back(OwnerRanges{owner, {}, {}});
 }
 
-void RunStore::Forget(Run& run, uint32_t owner, uint32_t pos, std::vector<uint32_t>* gone) {
+void RunStore::Forget(uint32_t run_id, uint32_t owner, uint32_t pos, std::vector<uint32_t>* gone) {
+  Run& run = RunAt(run_id);
   auto it = std::find_if(run.ranges.begin(), run.ranges.end(), [&](const OwnerRanges& r) { return r.owner == owner; });
   if (it == run.ranges.end()) return;
   if (gone != nullptr) {
@@ -214,7 +273,7 @@ void RunStore::Forget(Run& run, uint32_t owner, uint32_t pos, std::vector<uint32
   it->stamps.Clear(pos);
   if (!it->hits.empty()) {
     it->hits.Clear(pos);
-    run.hit_owners -= it->hits.empty();
+    hits_dirty_.push_back(run_id);
   }
   if (it->stamps.empty() && it->hits.empty()) run.ranges.erase(it);
 }
@@ -223,7 +282,7 @@ std::optional<uint32_t> RunStore::Stamp(uint32_t owner, uint64_t key) const {
   const uint32_t id = Find(key);
   if (id == kNone) return std::nullopt;
   const Place at = PlaceOf(id);
-  const OwnerRanges* r = RangesOf(runs_[at.run], owner);
+  const OwnerRanges* r = RangesOf(RunAt(at.run), owner);
   return r == nullptr ? std::nullopt : r->stamps.At(at.pos);
 }
 
@@ -242,71 +301,129 @@ uint32_t RunStore::Copies(uint32_t owner, uint64_t key) const {
   const uint32_t id = Find(key);
   if (id == kNone) return 0;
   const Place at = PlaceOf(id);
-  const Run& run = runs_[at.run];
-  for (const HeldBits& h : run.holders) {
-    if (h.owner != owner || !h.Has(at.pos)) continue;
-    const uint32_t e = FindExtra(run, at.pos, owner);
-    return 1 + (e == kNone ? 0 : run.extra[e].count);
-  }
-  return 0;
+  const Run& run = RunAt(at.run);
+  const HolderBlock* h = run.block();
+  const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
+  if (row == HolderBlock::kNoRow || !h->Has(row, at.pos)) return 0;
+  const uint32_t e = FindExtra(run, at.pos, owner);
+  return 1 + (e == kNone ? 0 : run.extra[e].count);
 }
 
-uint64_t RunStore::HeldBy(uint32_t owner) const { return CountHeld(runs_, owner); }
+uint64_t RunStore::HeldBy(uint32_t owner) const {
+  uint64_t n = 0;
+  ForEachRun([&](const Run& run) {
+    const HolderBlock* h = run.block();
+    const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
+    if (row != HolderBlock::kNoRow) n += h->held(row);
+  });
+  return n;
+}
 
-uint64_t RunStore::HeldByAll() const { return CountHeld(runs_, std::nullopt); }
+uint64_t RunStore::HeldByAll() const {
+  uint64_t n = 0;
+  ForEachRun([&](const Run& run) {
+    const HolderBlock* h = run.block();
+    for (uint32_t row = 0; h != nullptr && row < h->count(); ++row) n += h->held(row);
+  });
+  return n;
+}
 
 size_t RunStore::MemoryBytes() const {
-  size_t bytes = keys_.capacity() * sizeof(uint64_t) + pages_.capacity() * sizeof(Page) +
-                 runs_.capacity() * sizeof(Run) + (free_pages_.capacity() + free_runs_.capacity()) * sizeof(uint32_t) +
-                 table_->bytes();
-  for (const Run& run : runs_) {
-    bytes += run.holders.capacity() * sizeof(HeldBits) + run.extra.capacity() * sizeof(ExtraCopies) +
-             run.ranges.capacity() * sizeof(OwnerRanges);
+  const size_t page_chunks = (pages_top_.load(std::memory_order_relaxed) + kChunkPages - 1) / kChunkPages;
+  const size_t run_chunks = (runs_top_.load(std::memory_order_relaxed) + kRunChunk - 1) / kRunChunk;
+  size_t bytes = page_chunks * sizeof(PageChunk) + run_chunks * sizeof(RunChunk) +
+                 (free_pages_.capacity() + free_runs_.capacity()) * sizeof(uint32_t) +
+                 table_.load(std::memory_order_relaxed)->bytes();
+  ForEachRun([&](const Run& run) {
+    if (const HolderBlock* h = run.block()) bytes += h->bytes();
+    if (const HitView* v = run.hits.load(std::memory_order_relaxed)) bytes += v->bytes();
+    bytes += run.extra.capacity() * sizeof(ExtraCopies) + run.ranges.capacity() * sizeof(OwnerRanges);
     for (const OwnerRanges& r : run.ranges) bytes += r.hits.bytes() + r.stamps.bytes();
-    for (const HeldBits& h : run.holders) bytes += h.more.capacity() * sizeof(uint64_t);
-  }
+  });
   return bytes;
+}
+
+// ----------------------------------------------------- writer internals
+
+RunStore::Run& RunStore::OpenSection(uint32_t run) {
+  CloseSection();
+  RunAt(run).lock.BeginWrite();
+  open_run_ = run;
+  return RunAt(run);
+}
+
+void RunStore::CloseSection() {
+  if (open_run_ != kNone) RunAt(open_run_).lock.EndWrite();
+  open_run_ = kNone;
+  open_changes_ = 0;
+}
+
+void RunStore::Finish() {
+  std::sort(hits_dirty_.begin(), hits_dirty_.end());
+  hits_dirty_.erase(std::unique(hits_dirty_.begin(), hits_dirty_.end()), hits_dirty_.end());
+  for (uint32_t run : hits_dirty_) PublishHits(run);
+  hits_dirty_.clear();
+  CloseSection();
+  if (garbage_.empty()) return;
+  // One retirement for the call: the domain's bookkeeping runs per item.
+  auto* batch = new std::vector<std::pair<void*, void (*)(void*)>>();
+  batch->swap(garbage_);
+  epoch_.Retire(batch, [](void* p) {
+    auto* items = static_cast<std::vector<std::pair<void*, void (*)(void*)>>*>(p);
+    for (auto& [item, deleter] : *items) deleter(item);
+    delete items;
+  });
+}
+
+void RunStore::PublishHits(uint32_t run_id) {
+  thread_local std::vector<std::pair<uint32_t, const HitRanges*>> owners;
+  owners.clear();
+  Run& run = RunAt(run_id);
+  for (const OwnerRanges& r : run.ranges) {
+    if (!r.hits.empty()) owners.emplace_back(r.owner, &r.hits);
+  }
+  const HitView* old = run.hits.load(std::memory_order_relaxed);
+  if (old == nullptr && owners.empty()) return;
+  Write(run_id).hits.store(HitView::Build(owners), std::memory_order_release);
+  if (old != nullptr) Retire(const_cast<HitView*>(old), &HitView::Delete);
 }
 
 void RunStore::StartAhead(std::span<const uint64_t> keys, size_t i, HashRing& ring) const {
   static_assert(kGroupAhead < kRing && kEntryAhead < kGroupAhead);
+  const Table* table = table_.load(std::memory_order_relaxed);
   if (i == 0) {
     for (size_t j = 0; j < std::min(keys.size(), kGroupAhead); ++j) {
       ring[j] = MixKey(keys[j]);
-      table_->PrefetchGroup(ring[j]);
+      table->PrefetchGroup(ring[j]);
     }
   }
   if (i + kGroupAhead < keys.size()) {
     const uint64_t hash = ring[(i + kGroupAhead) % kRing] = MixKey(keys[i + kGroupAhead]);
-    table_->PrefetchGroup(hash);
+    table->PrefetchGroup(hash);
   }
   if (i + kEntryAhead < keys.size()) {
-    const uint32_t id = table_->PeekId(ring[(i + kEntryAhead) % kRing]);
-    if (id < keys_.size()) __builtin_prefetch(&keys_[id]);
+    const uint32_t id = table->PeekId(ring[(i + kEntryAhead) % kRing]);
+    if (const std::atomic<uint64_t>* k = id == kNoId ? nullptr : KeyWord(id)) __builtin_prefetch(k);
   }
 }
 
 RunStore::Place RunStore::PlaceOf(uint32_t id) const {
-  const Page& page = pages_[id >> kRunPageBits];
-  return {id, page.run, page.base + (id & (kRunPage - 1))};
+  const PageMeta& page = MetaAt(id >> kRunPageBits);
+  return {id, page.run.load(std::memory_order_relaxed),
+          page.base.load(std::memory_order_relaxed) + (id & (kRunPage - 1))};
 }
 
 RunStore::Place RunStore::Next(const Place& at) const {
-  const uint32_t id =
-      (at.id & (kRunPage - 1)) != kRunPage - 1 ? at.id + 1 : pages_[at.id >> kRunPageBits].next << kRunPageBits;
+  const uint32_t id = (at.id & (kRunPage - 1)) != kRunPage - 1
+                          ? at.id + 1
+                          : MetaAt(at.id >> kRunPageBits).next.load(std::memory_order_relaxed) << kRunPageBits;
   return {id, at.run, at.pos + 1};
 }
 
 uint32_t RunStore::EntryAt(uint32_t run, uint32_t pos) const {
-  uint32_t page = runs_[run].first_page;
-  for (uint32_t k = pos / kRunPage; k > 0; --k) page = pages_[page].next;
+  uint32_t page = RunAt(run).first_page;
+  for (uint32_t k = pos / kRunPage; k > 0; --k) page = MetaAt(page).next.load(std::memory_order_relaxed);
   return page << kRunPageBits | pos % kRunPage;
-}
-
-uint32_t RunStore::Find(uint64_t key, uint64_t hash, uint32_t* free_slot) const {
-  uint32_t id = kNoId;
-  table_->FindSlot(hash, [&](uint32_t candidate) { return keys_[candidate] == key; }, &id, free_slot);
-  return id;
 }
 
 RunStore::Place RunStore::Append(uint32_t run, uint64_t key, uint64_t hash, uint32_t free_slot) {
@@ -314,23 +431,25 @@ RunStore::Place RunStore::Append(uint32_t run, uint64_t key, uint64_t hash, uint
     GrowTable();
     free_slot = kNoId;   // a slot of the old table
   }
-  const uint32_t slot = runs_[run].length % kRunPage;
+  Run& r = Write(run);
+  const uint32_t length = r.len();
+  const uint32_t slot = length % kRunPage;
   if (slot == 0) {
-    const uint32_t page = NewPage(run, runs_[run].length);
-    Run& r = runs_[run];
+    const uint32_t page = NewPage(run, length);
     if (r.last_page == kNone) {
       r.first_page = page;
     } else {
-      pages_[r.last_page].next = page;
+      MetaAt(r.last_page).next.store(page, std::memory_order_relaxed);
     }
     r.last_page = page;
   }
-  Run& r = runs_[run];
   const uint32_t id = r.last_page << kRunPageBits | slot;
-  keys_[id] = key;
-  if (free_slot != kNoId ? table_->InsertAt(free_slot, hash, id) : table_->Insert(hash, id)) --growth_left_;
+  KeyAt(id).store(key, std::memory_order_relaxed);
+  Table* table = table_.load(std::memory_order_relaxed);
+  if (free_slot != kNoId ? table->InsertAt(free_slot, hash, id) : table->Insert(hash, id)) --growth_left_;
   ++size_;
-  return {id, run, r.length++};
+  r.length.store(length + 1, std::memory_order_relaxed);
+  return {id, run, length};
 }
 
 uint32_t RunStore::NewRun() {
@@ -339,8 +458,10 @@ uint32_t RunStore::NewRun() {
     free_runs_.pop_back();
     return run;
   }
-  runs_.emplace_back();
-  return static_cast<uint32_t>(runs_.size() - 1);
+  const uint32_t run = runs_top_.load(std::memory_order_relaxed);
+  if (run % kRunChunk == 0) runs_.Set(run >> kRunChunkBits, new RunChunk());
+  runs_top_.store(run + 1, std::memory_order_release);
+  return run;
 }
 
 uint32_t RunStore::NewPage(uint32_t run, uint32_t base) {
@@ -349,52 +470,66 @@ uint32_t RunStore::NewPage(uint32_t run, uint32_t base) {
     page = free_pages_.back();
     free_pages_.pop_back();
   } else {
-    page = static_cast<uint32_t>(pages_.size());
-    pages_.emplace_back();
-    keys_.resize(keys_.size() + kRunPage);
+    page = pages_top_.load(std::memory_order_relaxed);
+    if (page % kChunkPages == 0) pages_.Set(page >> kChunkPageBits, new PageChunk());
+    pages_top_.store(page + 1, std::memory_order_release);
   }
-  pages_[page] = Page{run, base, kNone};
+  PageMeta& meta = MetaAt(page);
+  meta.run.store(run, std::memory_order_relaxed);
+  meta.base.store(base, std::memory_order_relaxed);
+  meta.next.store(kNone, std::memory_order_relaxed);
   return page;
 }
 
 void RunStore::GrowTable() {
-  auto grown = std::make_unique<Table>(Table::GroupsFor(table_.get(), static_cast<uint32_t>(size_)));
-  table_->ForEachId([&](uint32_t id) { grown->Insert(MixKey(keys_[id]), id); });
-  table_ = std::move(grown);
-  growth_left_ = table_->max_load() - static_cast<uint32_t>(size_);
+  const Table* old = table_.load(std::memory_order_relaxed);
+  auto* grown = new Table(Table::GroupsFor(old, static_cast<uint32_t>(size_)));
+  old->ForEachId([&](uint32_t id) { grown->Insert(MixKey(KeyOf(id)), id); });
+  table_.store(grown, std::memory_order_release);
+  Retire(const_cast<Table*>(old), [](void* p) { delete static_cast<Table*>(p); });
+  growth_left_ = grown->max_load() - static_cast<uint32_t>(size_);
 }
 
 void RunStore::Prune(uint32_t run) {
-  Run& r = runs_[run];
+  Run& r = RunAt(run);
+  const HolderBlock* h = r.block();
   uint32_t end = 0;
-  for (const HeldBits& h : r.holders) end = std::max(end, h.End());
-  if (end == r.length) return;
+  for (uint32_t row = 0; h != nullptr && row < h->count(); ++row) end = std::max(end, h->End(row));
+  if (end == r.len()) return;
+  Write(run);
+  Table* table = table_.load(std::memory_order_relaxed);
   for (Place at{EntryAt(run, end), run, end};; at = Next(at)) {
-    if (table_->Erase(MixKey(keys_[at.id]), at.id)) ++growth_left_;
+    if (table->Erase(MixKey(KeyOf(at.id)), at.id)) ++growth_left_;
     --size_;
-    if (at.pos + 1 == r.length) break;
+    if (at.pos + 1 == r.len()) break;
   }
   // Pages past the last one that still holds a position below `end` go.
   uint32_t last = kNone, page = r.first_page;
   for (uint32_t k = (end + kRunPage - 1) / kRunPage; k > 0; --k) {
     last = page;
-    page = pages_[page].next;
+    page = MetaAt(page).next.load(std::memory_order_relaxed);
   }
   while (page != kNone) {
-    const uint32_t next = pages_[page].next;
-    pages_[page] = Page{};
+    PageMeta& meta = MetaAt(page);
+    const uint32_t next = meta.next.load(std::memory_order_relaxed);
+    meta.run.store(kNone, std::memory_order_relaxed);
+    meta.next.store(kNone, std::memory_order_relaxed);
     free_pages_.push_back(page);
     page = next;
   }
   if (last == kNone) {
     r.first_page = kNone;
   } else {
-    pages_[last].next = kNone;
+    MetaAt(last).next.store(kNone, std::memory_order_relaxed);
   }
   r.last_page = last;
-  r.length = end;
+  r.length.store(end, std::memory_order_relaxed);
   if (end == 0) {
-    r = Run{};
+    if (h != nullptr) Retire(const_cast<HolderBlock*>(h), &HolderBlock::Delete);
+    r.holders.store(nullptr, std::memory_order_release);
+    r.first_page = r.last_page = kNone;
+    std::vector<ExtraCopies>().swap(r.extra);
+    std::vector<OwnerRanges>().swap(r.ranges);
     free_runs_.push_back(run);
   }
 }

@@ -1,5 +1,5 @@
 // Internal to the block index: the run-compressed core's store
-// (docs/RUN_CORE.md, increments 1 and 2), not yet used by BlockIndex.
+// (docs/RUN_CORE.md, increments 1 to 3), not yet used by BlockIndex.
 //
 // Blocks live in runs: arrays of consecutive chain keys. A chained key
 // names its whole prefix, so a run needs no parent link; a walk locates a
@@ -19,21 +19,31 @@
 // run's holders and the unused tail of its last page.
 //
 // Hits and recency stamps: per run and owner, ranges of equal counts
-// (hit_ranges.h) and of descending stamps (stamp_ranges.h); a run counts
-// its owners with hits so that a query skips runs without any.
+// (hit_ranges.h) and of descending stamps (stamp_ranges.h), the writer's;
+// readers sum hits from the run's hit view (hit_view.h), rebuilt when a
+// call changed them and absent while no owner has any.
 //
 // Copies: a held position is one copy; extra copies (the same block cached
 // twice by one owner) are counted aside in the run, sorted by position and
 // owner, so a run without any costs one empty vector.
 //
-// Scope so far: integer-form keys (vLLM's), owners as opaque 32-bit
-// identities, exact copy and hit counts and stamps, one thread. Bytes-form
-// keys, query filters, snapshots and lock-free readers are the next
-// increments (docs/RUN_CORE.md).
+// Concurrency: one writer (the caller excludes others), readers on any
+// thread without a lock. Each run has a sequence lock: the writer changes
+// a run's entries, length, pages and holdings inside the run's write
+// section, and a reader validates each segment it reads against it (as
+// the per-block core validates each block) and starts the query again
+// when a write overlapped. Memory a reader may reach stays allocated:
+// pages and runs live in chunked arenas freed with the store; holder
+// blocks, hit views and tables are replaced whole and retired to the
+// epoch domain. Readers (SourcePrefixes, LongestPrefixes) must hold a
+// ReadGuard of that domain; every other call is the writer's.
 //
-// Not thread-safe.
+// Scope so far: integer-form keys (vLLM's), owners as opaque 32-bit
+// identities, exact copy and hit counts and stamps. Bytes-form keys and
+// snapshots are the next increments (docs/RUN_CORE.md).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <algorithm>
 #include <bit>
@@ -41,11 +51,16 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
-#include "index/internal/held_bits.h"
+#include "index/epoch.h"
 #include "index/internal/hit_ranges.h"
+#include "index/internal/hit_view.h"
+#include "index/internal/holder_block.h"
 #include "index/internal/probe_key.h"
+#include "index/internal/ptr_dir.h"
+#include "index/internal/seq_lock.h"
 #include "index/internal/stamp_ranges.h"
 #include "index/internal/table.h"
 
@@ -56,7 +71,9 @@ inline constexpr uint32_t kRunPage = 1u << kRunPageBits;   // entries per page
 
 class RunStore {
  public:
-  RunStore();
+  // `epoch` retires what the store replaces; it must outlive the store's
+  // readers (not the store: retired memory is freed by static deleters).
+  explicit RunStore(EpochDomain& epoch);
   ~RunStore();
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;
@@ -78,6 +95,7 @@ class RunStore {
   // Returns how many it held; the others change nothing.
   size_t AddHits(uint32_t owner, std::span<const uint64_t> keys, uint32_t top);
 
+  // --- Readers (any thread, inside a ReadGuard of the store's domain)
   struct OwnerPrefix {
     uint32_t owner;
     uint32_t blocks;          // leading keys of the query the owner holds, >= 1
@@ -92,7 +110,9 @@ class RunStore {
   // What FindPrefix reports per source (prefix_match.h), from owners that
   // a caller's classifier maps to sources: `classify(owner)` returns the
   // owner's source and whether it is its GPU owner, or nullopt for an
-  // owner the query does not admit (another group, a filtered tier).
+  // owner the query does not admit (another group, a filtered tier). It
+  // must accept any value (a torn read passes it garbage, whose answer is
+  // then discarded).
   struct OwnerClass {
     uint32_t source;
     bool gpu;
@@ -106,11 +126,14 @@ class RunStore {
   };
   // Every source whose admitted owners hold keys[0], in no particular
   // order; `out` is cleared first. A source has at most one GPU owner
-  // admitted (one group per query). Allocates nothing once `out` and the
-  // calling thread's scratch are warm.
+  // admitted (one group per query). Each segment (the keys matched in one
+  // run) is as it was at one moment, later segments at later moments; a
+  // write to a run while the query reads it restarts the query. Allocates
+  // nothing once `out` and the calling thread's scratch are warm.
   template <typename Classify>
   void SourcePrefixes(std::span<const uint64_t> keys, Classify classify, std::vector<SourcePrefix>* out) const;
 
+  // --- The writer's thread
   // One owner's hold on one key, everything the store knows of it (a
   // snapshot's or LookupBlock's row).
   struct Holding {
@@ -138,16 +161,29 @@ class RunStore {
   // Keys indexed: held, or kept as structure (a run's unheld positions
   // before a held one).
   size_t blocks() const { return size_; }
-  // Bytes allocated: pages, runs with their holders, extra copies, hit
-  // and stamp ranges, the table.
+  // Bytes allocated: page and run chunks, holder blocks, hit views, extra
+  // copies, hit and stamp ranges, the table.
   size_t MemoryBytes() const;
 
  private:
   static constexpr uint32_t kNone = ~0u;
-  struct Page {
-    uint32_t run = kNone;
-    uint32_t base = 0;   // run position of the page's first entry
-    uint32_t next = kNone;
+  // Pages and their entries in chunks of kChunkPages, runs in chunks of
+  // kRunChunk; ids stay below 2^32 entries.
+  static constexpr uint32_t kChunkPageBits = 8, kChunkPages = 1u << kChunkPageBits;
+  static constexpr uint32_t kChunkEntries = kChunkPages * kRunPage;
+  static constexpr uint32_t kRunChunkBits = 10, kRunChunk = 1u << kRunChunkBits;
+  // A write section spans at most this many changes, so that readers of a
+  // run a long store extends are not held off for the whole store.
+  static constexpr uint32_t kSectionChanges = 64;
+
+  struct PageMeta {
+    std::atomic<uint32_t> run{kNone};   // kNone: free
+    std::atomic<uint32_t> base{0};      // run position of the page's first entry
+    std::atomic<uint32_t> next{kNone};  // the run's next page
+  };
+  struct PageChunk {
+    PageMeta meta[kChunkPages];
+    std::atomic<uint64_t> keys[kChunkEntries];   // by entry id
   };
   struct ExtraCopies {
     uint32_t pos, owner, count;   // copies beyond the first
@@ -159,48 +195,101 @@ class RunStore {
     HitRanges hits;
     StampRanges stamps;
   };
+  struct Run {
+    SeqLock lock;
+    // Read by readers inside the run's read sections.
+    std::atomic<uint32_t> length{0};
+    std::atomic<HolderBlock*> holders{nullptr};
+    std::atomic<const HitView*> hits{nullptr};
+    // The writer's.
+    uint32_t first_page = kNone, last_page = kNone;
+    std::vector<ExtraCopies> extra;   // sorted by (pos, owner)
+    std::vector<OwnerRanges> ranges;  // by owner, unsorted
+    uint32_t len() const { return length.load(std::memory_order_relaxed); }
+    HolderBlock* block() const { return holders.load(std::memory_order_relaxed); }
+  };
+  struct RunChunk {
+    Run runs[kRunChunk];
+  };
   // Consecutive positions [begin, end) of one run whose stamps descend
   // from `top`: one range update instead of one per block.
   struct Batch {
     uint32_t run = ~0u, begin = 0, end = 0, top = 0;
   };
-  struct Run {
-    uint32_t first_page = kNone, last_page = kNone;
-    uint32_t length = 0;
-    uint32_t hit_owners = 0;          // of `ranges`, those with hits: most runs have none
-    std::vector<HeldBits> holders;
-    std::vector<ExtraCopies> extra;   // sorted by (pos, owner)
-    std::vector<OwnerRanges> ranges;  // by owner, unsorted
-  };
   // A run entry: its id, run and position.
   struct Place {
     uint32_t id = kNone, run = kNone, pos = 0;
   };
-  // A query's next segment: keys [i, i + k) are positions [start.pos,
-  // start.pos + k) of run start.run; k = 0 when keys[i] is not indexed.
+  // A query's next segment: keys [i, i + k) are positions [pos, pos + k)
+  // of `run`, read in the section that began at `seq`; k = 0 when keys[i]
+  // is not indexed.
   struct Segment {
-    Place start;
-    uint32_t k = 0;
+    const Run* run = nullptr;
+    uint32_t pos = 0, k = 0;
+    uint64_t seq = 0;
   };
-  Segment SegmentAt(std::span<const uint64_t> keys, size_t i) const;
-  // One segment of SourcePrefixes for the sources that matched all of
-  // keys [0, i); false when none continues past it.
+  // --- Reader side: bounds-checked, for ids and runs that may be stale.
+  const std::atomic<uint64_t>* KeyWord(uint32_t id) const {
+    if ((id >> kRunPageBits) >= pages_top_.load(std::memory_order_acquire)) return nullptr;
+    const PageChunk* c = pages_.Get(id / kChunkEntries);
+    return c == nullptr ? nullptr : &c->keys[id % kChunkEntries];
+  }
+  const PageMeta* MetaOf(uint32_t page) const {
+    if (page >= pages_top_.load(std::memory_order_acquire)) return nullptr;
+    const PageChunk* c = pages_.Get(page >> kChunkPageBits);
+    return c == nullptr ? nullptr : &c->meta[page % kChunkPages];
+  }
+  const Run* RunOf(uint32_t run) const {
+    if (run >= runs_top_.load(std::memory_order_acquire)) return nullptr;
+    const RunChunk* c = runs_.Get(run >> kRunChunkBits);
+    return c == nullptr ? nullptr : &c->runs[run % kRunChunk];
+  }
+  // The entry holding `key`, or kNone.
+  uint32_t Find(uint64_t key, uint64_t hash, uint32_t* free_slot = nullptr) const;
+  uint32_t Find(uint64_t key) const { return Find(key, MixKey(key)); }
+  // The segment at keys[i], validated by the caller with its run's lock;
+  // nullopt when what it read was torn (read it again).
+  std::optional<Segment> ReadSegmentAt(std::span<const uint64_t> keys, size_t i) const;
+  // SourcePrefixes once: false when a write overlapped a segment (`out`
+  // is then partial).
+  template <typename Classify>
+  bool ReadPrefixes(std::span<const uint64_t> keys, Classify& classify, std::vector<SourcePrefix>* out) const;
+  // Credits segment `seg` at keys[i] to the sources that matched all of
+  // keys [0, i); false when none matched all of it.
   template <typename Classify>
   bool SourceSegment(const Segment& seg, uint32_t i, Classify& classify, std::vector<SourcePrefix>* out) const;
+
+  // --- The writer's side.
+  Run& RunAt(uint32_t run) const { return runs_.Get(run >> kRunChunkBits)->runs[run % kRunChunk]; }
+  PageMeta& MetaAt(uint32_t page) const { return pages_.Get(page >> kChunkPageBits)->meta[page % kChunkPages]; }
+  std::atomic<uint64_t>& KeyAt(uint32_t id) const { return pages_.Get(id / kChunkEntries)->keys[id % kChunkEntries]; }
+  uint64_t KeyOf(uint32_t id) const { return KeyAt(id).load(std::memory_order_relaxed); }
+  // Run `run`, inside its write section (opened here when another run's,
+  // or none, is open, or the open one is long enough).
+  Run& Write(uint32_t run) {
+    if (open_run_ == run && ++open_changes_ < kSectionChanges) return RunAt(run);
+    return OpenSection(run);
+  }
+  Run& OpenSection(uint32_t run);
+  void CloseSection();
+  // The end of every writing call: closes the section, publishes the hit
+  // views of runs whose hits changed and retires what was replaced.
+  void Finish();
+  void Retire(void* p, void (*deleter)(void*)) { garbage_.emplace_back(p, deleter); }
 
   Place PlaceOf(uint32_t id) const;
   // The entry after `at` in its run (which must have one).
   Place Next(const Place& at) const;
   // The entry at position `pos` of run `run` (pos < its length).
   uint32_t EntryAt(uint32_t run, uint32_t pos) const;
-  // The entry holding `key`, or kNone; with `free_slot`, a miss's slot
-  // for InsertAt.
-  uint32_t Find(uint64_t key, uint32_t* free_slot = nullptr) const { return Find(key, MixKey(key), free_slot); }
-  uint32_t Find(uint64_t key, uint64_t hash, uint32_t* free_slot = nullptr) const;
   // Appends `key` (not indexed) to run `run`; its place.
   Place Append(uint32_t run, uint64_t key, uint64_t hash, uint32_t free_slot);
   // One more copy of the entry at `at` for `owner`.
   void AddCopy(const Place& at, uint32_t owner);
+  // Sets / clears the owner's hold on `at`; false if it already was / was
+  // not held. Clear drops the owner's row when it held nothing else.
+  bool Hold(const Place& at, uint32_t owner);
+  bool Unhold(const Place& at, uint32_t owner);
   // The owner's ranges in `run`, or null / added.
   static const OwnerRanges* RangesOf(const Run& run, uint32_t owner);
   static OwnerRanges& RangesFor(Run& run, uint32_t owner);
@@ -210,7 +299,7 @@ class RunStore {
   void Apply(Batch& batch, uint32_t owner, bool hit);
   // Position `pos` of `run` left `owner`: its hits and stamp go; the stamp
   // is appended to `gone` when given.
-  static void Forget(Run& run, uint32_t owner, uint32_t pos, std::vector<uint32_t>* gone);
+  void Forget(uint32_t run, uint32_t owner, uint32_t pos, std::vector<uint32_t>* gone);
   // Where (pos, owner) is or would go in run.extra.
   static size_t ExtraSlot(const Run& run, uint32_t pos, uint32_t owner);
   // Its index in run.extra, or kNone.
@@ -230,67 +319,96 @@ class RunStore {
   void GrowTable();
   // Drops the run's unheld tail, and the run if nothing is left.
   void Prune(uint32_t run);
+  // Publishes a new hit view of `run` from its ranges.
+  void PublishHits(uint32_t run);
+  // fn(run) for every run handed out (live or free).
+  template <typename Fn>
+  void ForEachRun(Fn fn) const {
+    const uint32_t n = runs_top_.load(std::memory_order_relaxed);
+    for (uint32_t r = 0; r < n; ++r) fn(RunAt(r));
+  }
 
-  std::vector<uint64_t> keys_;   // by entry id
-  std::vector<Page> pages_;
+  EpochDomain& epoch_;
+  std::atomic<Table*> table_;
+  PtrDir<PageChunk> pages_{(size_t{1} << (32 - kRunPageBits)) / kChunkPages};
+  PtrDir<RunChunk> runs_{(size_t{1} << (32 - kRunPageBits)) / kRunChunk};
+  std::atomic<uint32_t> pages_top_{0}, runs_top_{0};   // handed out (live or free)
+  // The writer's.
   std::vector<uint32_t> free_pages_;
-  std::vector<Run> runs_;
   std::vector<uint32_t> free_runs_;
-  std::unique_ptr<Table> table_;
   size_t size_ = 0;            // ids in the table
   uint32_t growth_left_ = 0;   // inserts into empty slots before the table is rebuilt
-  std::vector<uint32_t> touched_;   // Remove's scratch
+  uint32_t open_run_ = kNone;  // whose write section is open
+  uint32_t open_changes_ = 0;
+  std::vector<uint32_t> touched_;      // Remove's scratch
+  std::vector<uint32_t> hits_dirty_;   // runs whose hit view is stale
+  std::vector<std::pair<void*, void (*)(void*)>> garbage_;   // to retire at Finish
 };
 
 template <typename Fn>
 void RunStore::ForEachHolding(Fn fn) const {
-  for (const Run& run : runs_) {
+  ForEachRun([&](const Run& run) {
+    const HolderBlock* h = run.block();
+    if (h == nullptr) return;
     uint32_t page = run.first_page;
-    for (uint32_t pos = 0; pos < run.length; ++pos) {
-      if (pos > 0 && pos % kRunPage == 0) page = pages_[page].next;
-      const uint64_t key = keys_[page << kRunPageBits | pos % kRunPage];
-      for (const HeldBits& h : run.holders) {
-        if (!h.Has(pos)) continue;
-        Holding row{key, h.owner, 1, 0, std::nullopt};
-        if (const uint32_t e = FindExtra(run, pos, h.owner); e != kNone) row.copies += run.extra[e].count;
-        if (const OwnerRanges* r = RangesOf(run, h.owner)) {
-          row.hits = r->hits.Over(pos, pos + 1).hits;
-          row.stamp = r->stamps.At(pos);
+    for (uint32_t pos = 0; pos < run.len(); ++pos) {
+      if (pos > 0 && pos % kRunPage == 0) page = MetaAt(page).next.load(std::memory_order_relaxed);
+      const uint64_t key = KeyOf(page << kRunPageBits | pos % kRunPage);
+      for (uint32_t row = 0; row < h->count(); ++row) {
+        if (!h->Has(row, pos)) continue;
+        const uint32_t owner = h->owner(row);
+        Holding out{key, owner, 1, 0, std::nullopt};
+        if (const uint32_t e = FindExtra(run, pos, owner); e != kNone) out.copies += run.extra[e].count;
+        if (const OwnerRanges* r = RangesOf(run, owner)) {
+          out.hits = r->hits.Over(pos, pos + 1).hits;
+          out.stamp = r->stamps.At(pos);
         }
-        fn(row);
+        fn(out);
       }
     }
-  }
+  });
 }
 
 template <typename Classify>
 void RunStore::SourcePrefixes(std::span<const uint64_t> keys, Classify classify, std::vector<SourcePrefix>* out) const {
-  out->clear();
+  do {
+    out->clear();
+  } while (!ReadPrefixes(keys, classify, out));
+}
+
+template <typename Classify>
+bool RunStore::ReadPrefixes(std::span<const uint64_t> keys, Classify& classify, std::vector<SourcePrefix>* out) const {
   for (size_t i = 0; i < keys.size();) {
-    const Segment seg = SegmentAt(keys, i);
-    if (seg.k == 0 || !SourceSegment(seg, static_cast<uint32_t>(i), classify, out)) break;
-    i += seg.k;
+    const std::optional<Segment> seg = ReadSegmentAt(keys, i);
+    if (!seg) return false;
+    const bool through = seg->k > 0 && SourceSegment(*seg, static_cast<uint32_t>(i), classify, out);
+    if (seg->run != nullptr && !seg->run->lock.ReadValid(seg->seq)) return false;
+    if (!through) return true;
+    i += seg->k;
   }
+  return true;
 }
 
 template <typename Classify>
 bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify, std::vector<SourcePrefix>* out) const {
-  const Run& run = runs_[seg.start.run];
-  const uint32_t from = seg.start.pos, k = seg.k;
+  const HolderBlock* h = seg.run->holders.load(std::memory_order_acquire);
+  if (h == nullptr) return false;
+  const uint32_t from = seg.pos, k = seg.k;
   // The admitted holders of sources that matched all of keys [0, i),
   // grouped by source; the thread's scratch, so a warm query allocates
   // nothing.
   struct Admitted {
-    uint32_t source;
-    bool gpu;
+    uint32_t source, owner, row;
     uint32_t entry;   // the source's index in `out`, or kNone on the first segment
-    const HeldBits* bits;
+    bool gpu;
   };
   thread_local std::vector<Admitted> admitted;
   admitted.clear();
   uint64_t seen = 0, shared = 0;
-  for (const HeldBits& h : run.holders) {
-    const std::optional<OwnerClass> c = classify(h.owner);
+  const uint32_t n = h->count();
+  for (uint32_t row = 0; row < n; ++row) {
+    const uint32_t owner = h->owner(row);
+    const std::optional<OwnerClass> c = classify(owner);
     if (!c) continue;
     uint32_t entry = kNone;
     if (i > 0) {
@@ -298,7 +416,7 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
       if (e == out->end() || e->any_blocks != i) continue;   // did not reach this segment
       entry = static_cast<uint32_t>(e - out->begin());
     }
-    admitted.push_back({c->source, c->gpu, entry, &h});
+    admitted.push_back({c->source, owner, row, entry, c->gpu});
     const uint64_t bit = uint64_t{1} << (c->source & 63);
     shared |= seen & bit;   // maybe a second owner of a source seen before
     seen |= bit;
@@ -308,21 +426,22 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
   if (shared != 0) {
     std::sort(admitted.begin(), admitted.end(), [](const Admitted& a, const Admitted& b) { return a.source < b.source; });
   }
+  const HitView* hits = seg.run->hits.load(std::memory_order_acquire);
   uint32_t through = 0;
   for (size_t g = 0; g < admitted.size();) {
     size_t end = g;
-    const HeldBits* gpu = nullptr;
+    const Admitted* gpu = nullptr;
     while (end < admitted.size() && admitted[end].source == admitted[g].source) {
-      if (admitted[end].gpu) gpu = admitted[end].bits;
+      if (admitted[end].gpu) gpu = &admitted[end];
       ++end;
     }
     // Leading positions from `from` that some admitted owner of the source
     // holds: the union of their bits, a word at a time (one owner, the
-    // usual case: its own run).
-    uint32_t any = end - g == 1 ? admitted[g].bits->LeadingFrom(from, k) : 0;
-    for (size_t w = from / 64; end - g > 1 && any < k; ++w) {
+    // usual case: its own row).
+    uint32_t any = end - g == 1 ? h->LeadingFrom(admitted[g].row, from, k) : 0;
+    for (uint32_t w = from / 64; end - g > 1 && any < k; ++w) {
       uint64_t bits = 0;
-      for (size_t j = g; j < end; ++j) bits |= admitted[j].bits->word(w);
+      for (size_t j = g; j < end; ++j) bits |= h->word(admitted[j].row, w);
       const uint32_t skip = w == from / 64 ? from % 64 : 0;
       const uint32_t ones = static_cast<uint32_t>(std::countr_one(bits >> skip));
       any += std::min(ones, 64 - skip);
@@ -335,11 +454,10 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
       const bool gpu_alive = e->gpu_blocks == i;   // every block so far held on GPU
       e->any_blocks += any;
       if (gpu_alive && gpu != nullptr) {
-        const uint32_t on_gpu = end - g == 1 ? any : gpu->LeadingFrom(from, k);
+        const uint32_t on_gpu = end - g == 1 ? any : h->LeadingFrom(gpu->row, from, k);
         e->gpu_blocks += on_gpu;
-        const OwnerRanges* r = on_gpu == 0 || run.hit_owners == 0 ? nullptr : RangesOf(run, gpu->owner);
-        if (r != nullptr && !r->hits.empty()) {
-          const HitRanges::Sum sum = r->hits.Over(from, from + on_gpu);
+        if (on_gpu > 0 && hits != nullptr) {
+          const HitRanges::Sum sum = hits->Over(gpu->owner, from, from + on_gpu);
           e->hits += sum.hits;
           e->hit_blocks += sum.hit_blocks;
         }

@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "index/epoch.h"
 #include "index/internal/probe_key.h"
 #include "index/internal/words.h"
 
@@ -257,7 +258,8 @@ class Differential {
     return top;
   }
 
-  RunStore store_;
+  EpochDomain epoch_;
+  RunStore store_{epoch_};
   std::map<uint64_t, uint32_t> held_[kNumOwners];   // copies
   std::map<uint64_t, uint64_t> hits_[kNumOwners];
   std::map<uint64_t, uint32_t> stamps_[kNumOwners];
@@ -348,7 +350,8 @@ TEST(RunStoreTest, AgreesWithModelOnKeysThatAreNotChains) {
 }
 
 TEST(RunStoreTest, AnUnknownParentStartsARun) {
-  RunStore store;
+  EpochDomain epoch;
+  RunStore store(epoch);
   const uint64_t unknown = 42;
   const uint64_t keys[] = {1, 2, 3};
   store.Store(OwnerKey(0, 0, 0), keys, &unknown, 10);
@@ -360,7 +363,8 @@ TEST(RunStoreTest, AnUnknownParentStartsARun) {
 }
 
 TEST(RunStoreTest, AnEmptyQueryOrStoreChangesNothing) {
-  RunStore store;
+  EpochDomain epoch;
+  RunStore store(epoch);
   store.Store(OwnerKey(0, 0, 0), {}, nullptr, 10);
   std::vector<RunStore::OwnerPrefix> got{{1, 1}};
   store.LongestPrefixes({}, &got);

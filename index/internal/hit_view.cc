@@ -1,0 +1,39 @@
+#include "index/internal/hit_view.h"
+
+#include <new>
+
+namespace kvidx::internal {
+
+const HitView* HitView::Build(std::span<const std::pair<uint32_t, const HitRanges*>> owners) {
+  if (owners.empty()) return nullptr;
+  uint32_t pieces = 0;
+  for (const auto& [owner, ranges] : owners) pieces += static_cast<uint32_t>(ranges->pieces());
+  const auto n = static_cast<uint32_t>(owners.size());
+  auto* v = new (::operator new(BytesFor(n, pieces))) HitView;
+  v->owners_ = n;
+  v->pieces_ = pieces;
+  auto* out = const_cast<Owner*>(v->Owners());
+  auto* piece = const_cast<HitRanges::Piece*>(v->Pieces());
+  uint32_t first = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const std::span<const HitRanges::Piece> all = owners[i].second->all();
+    out[i] = Owner{owners[i].first, first, static_cast<uint32_t>(all.size())};
+    for (const HitRanges::Piece& p : all) piece[first++] = p;
+  }
+  return v;
+}
+
+void HitView::Delete(void* view) {
+  static_cast<HitView*>(view)->~HitView();
+  ::operator delete(view);
+}
+
+HitRanges::Sum HitView::Over(uint32_t owner, uint32_t begin, uint32_t end) const {
+  for (uint32_t i = 0; i < owners_; ++i) {
+    const Owner& o = Owners()[i];
+    if (o.owner == owner) return HitRanges::SumOver({Pieces() + o.first, o.count}, begin, end);
+  }
+  return {};
+}
+
+}  // namespace kvidx::internal

@@ -1,0 +1,49 @@
+// Internal to the block index: the hit counts of one run's owners as
+// lock-free readers see them (run_store.h).
+//
+// The writer keeps each owner's HitRanges for itself and, after a call
+// that changed a run's hits, builds a new view of all of them, publishes
+// it in place of the old one and retires the old one to an epoch domain.
+// A view never changes once built, so a reader needs no validation to read
+// it, only the epoch pin that keeps it allocated. Hits change in
+// full-report re-announcements and removals, far less often than queries
+// read them, and a run has a few pieces per owner with hits.
+//
+// Readers: any thread (Over). Build and Delete: the writer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+
+#include "index/internal/hit_ranges.h"
+
+namespace kvidx::internal {
+
+class HitView {
+ public:
+  // A view of `owners` (owner, its ranges; ranges not empty); null when
+  // there are none.
+  static const HitView* Build(std::span<const std::pair<uint32_t, const HitRanges*>> owners);
+  static void Delete(void* view);
+
+  // `owner`'s counts over [begin, end).
+  HitRanges::Sum Over(uint32_t owner, uint32_t begin, uint32_t end) const;
+  size_t bytes() const { return BytesFor(owners_, pieces_); }
+
+ private:
+  struct Owner {
+    uint32_t owner, first, count;   // its pieces: [first, first + count)
+  };
+  static size_t BytesFor(uint32_t owners, uint32_t pieces) {
+    return sizeof(HitView) + owners * sizeof(Owner) + pieces * sizeof(HitRanges::Piece);
+  }
+  const Owner* Owners() const { return reinterpret_cast<const Owner*>(this + 1); }
+  const HitRanges::Piece* Pieces() const { return reinterpret_cast<const HitRanges::Piece*>(Owners() + owners_); }
+
+  uint32_t owners_ = 0;
+  uint32_t pieces_ = 0;
+};
+
+}  // namespace kvidx::internal
