@@ -51,15 +51,6 @@ void HolderBlock::Drop(uint32_t row) {
   std::atomic_ref<uint32_t>(count_).store(last, std::memory_order_release);
 }
 
-bool HolderBlock::Set(uint32_t row, uint32_t pos) {
-  uint64_t& w = Bits(row)[pos / 64];
-  const uint64_t bit = uint64_t{1} << (pos % 64);
-  if ((w & bit) != 0) return false;
-  Store(w, w | bit);
-  ++Rows()[row].held;
-  return true;
-}
-
 bool HolderBlock::Clear(uint32_t row, uint32_t pos) {
   if (pos / 64 >= words_) return false;
   uint64_t& w = Bits(row)[pos / 64];

@@ -73,7 +73,15 @@ class alignas(8) HolderBlock {   // rows start 8-aligned after it
   void Drop(uint32_t row);
   // Sets / clears position `pos` (pos / 64 < words()); false when it
   // already was / was not held.
-  bool Set(uint32_t row, uint32_t pos);
+  // Inline: a store sets one per block.
+  bool Set(uint32_t row, uint32_t pos) {
+    uint64_t& w = Bits(row)[pos / 64];
+    const uint64_t bit = uint64_t{1} << (pos % 64);
+    if ((w & bit) != 0) return false;
+    Store(w, w | bit);
+    ++Rows()[row].held;
+    return true;
+  }
   bool Clear(uint32_t row, uint32_t pos);
   // One past the highest position `row` holds (0 if none).
   uint32_t End(uint32_t row) const;

@@ -21,8 +21,8 @@ RunStore::~RunStore() {
     if (HolderBlock* h = run.block()) HolderBlock::Delete(h);
     if (const HitView* v = run.hits.load(std::memory_order_relaxed)) HitView::Delete(const_cast<HitView*>(v));
   });
-  for (uint32_t c = 0; c * kChunkPages < pages_top_.load(std::memory_order_relaxed); ++c) delete pages_.Get(c);
-  for (uint32_t c = 0; c * kRunChunk < runs_top_.load(std::memory_order_relaxed); ++c) delete runs_.Get(c);
+  for (PageChunk* c : page_chunks_) delete c;
+  for (RunChunk* c : run_chunks_) delete c;
   for (auto& [p, deleter] : garbage_) deleter(p);
   delete table_.load(std::memory_order_relaxed);
 }
@@ -142,7 +142,11 @@ bool RunStore::Hold(const Place& at, uint32_t owner) {
   Run& run = RunAt(at.run);
   HolderBlock* h = run.block();
   uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
-  if (row != HolderBlock::kNoRow && h->Has(row, at.pos)) return false;
+  if (row != HolderBlock::kNoRow && at.pos / 64 < h->words()) {   // the usual case: the bit has room
+    if (h->Has(row, at.pos)) return false;
+    Write(at.run);
+    return h->Set(row, at.pos);
+  }
   Write(at.run);
   const uint32_t words = at.pos / 64 + 1;
   const bool no_row_left = h != nullptr && row == HolderBlock::kNoRow && h->count() == h->capacity();
@@ -329,9 +333,8 @@ uint64_t RunStore::HeldByAll() const {
 }
 
 size_t RunStore::MemoryBytes() const {
-  const size_t page_chunks = (pages_top_.load(std::memory_order_relaxed) + kChunkPages - 1) / kChunkPages;
-  const size_t run_chunks = (runs_top_.load(std::memory_order_relaxed) + kRunChunk - 1) / kRunChunk;
-  size_t bytes = page_chunks * sizeof(PageChunk) + run_chunks * sizeof(RunChunk) +
+  size_t bytes = page_chunks_.size() * sizeof(PageChunk) + run_chunks_.size() * sizeof(RunChunk) +
+                 (page_chunks_.capacity() + run_chunks_.capacity()) * sizeof(void*) +
                  (free_pages_.capacity() + free_runs_.capacity()) * sizeof(uint32_t) +
                  table_.load(std::memory_order_relaxed)->bytes();
   ForEachRun([&](const Run& run) {
@@ -459,7 +462,10 @@ uint32_t RunStore::NewRun() {
     return run;
   }
   const uint32_t run = runs_top_.load(std::memory_order_relaxed);
-  if (run % kRunChunk == 0) runs_.Set(run >> kRunChunkBits, new RunChunk());
+  if (run % kRunChunk == 0) {
+    run_chunks_.push_back(new RunChunk());
+    runs_.Set(run >> kRunChunkBits, run_chunks_.back());
+  }
   runs_top_.store(run + 1, std::memory_order_release);
   return run;
 }
@@ -471,7 +477,10 @@ uint32_t RunStore::NewPage(uint32_t run, uint32_t base) {
     free_pages_.pop_back();
   } else {
     page = pages_top_.load(std::memory_order_relaxed);
-    if (page % kChunkPages == 0) pages_.Set(page >> kChunkPageBits, new PageChunk());
+    if (page % kChunkPages == 0) {
+      page_chunks_.push_back(new PageChunk());
+      pages_.Set(page >> kChunkPageBits, page_chunks_.back());
+    }
     pages_top_.store(page + 1, std::memory_order_release);
   }
   PageMeta& meta = MetaAt(page);

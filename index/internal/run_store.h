@@ -259,10 +259,11 @@ class RunStore {
   template <typename Classify>
   bool SourceSegment(const Segment& seg, uint32_t i, Classify& classify, std::vector<SourcePrefix>* out) const;
 
-  // --- The writer's side.
-  Run& RunAt(uint32_t run) const { return runs_.Get(run >> kRunChunkBits)->runs[run % kRunChunk]; }
-  PageMeta& MetaAt(uint32_t page) const { return pages_.Get(page >> kChunkPageBits)->meta[page % kChunkPages]; }
-  std::atomic<uint64_t>& KeyAt(uint32_t id) const { return pages_.Get(id / kChunkEntries)->keys[id % kChunkEntries]; }
+  // --- The writer's side: its own copies of the chunk directories (plain
+  // vectors, no acquire loads or bounds branches).
+  Run& RunAt(uint32_t run) const { return run_chunks_[run >> kRunChunkBits]->runs[run % kRunChunk]; }
+  PageMeta& MetaAt(uint32_t page) const { return page_chunks_[page >> kChunkPageBits]->meta[page % kChunkPages]; }
+  std::atomic<uint64_t>& KeyAt(uint32_t id) const { return page_chunks_[id / kChunkEntries]->keys[id % kChunkEntries]; }
   uint64_t KeyOf(uint32_t id) const { return KeyAt(id).load(std::memory_order_relaxed); }
   // Run `run`, inside its write section (opened here when another run's,
   // or none, is open, or the open one is long enough).
@@ -334,6 +335,8 @@ class RunStore {
   PtrDir<RunChunk> runs_{(size_t{1} << (32 - kRunPageBits)) / kRunChunk};
   std::atomic<uint32_t> pages_top_{0}, runs_top_{0};   // handed out (live or free)
   // The writer's.
+  std::vector<PageChunk*> page_chunks_;   // as in pages_
+  std::vector<RunChunk*> run_chunks_;     // as in runs_
   std::vector<uint32_t> free_pages_;
   std::vector<uint32_t> free_runs_;
   size_t size_ = 0;            // ids in the table
