@@ -1,5 +1,7 @@
 // Internal to the block index: one owner's engine-confirmed hit counts
-// over the positions of a run (run_store.h), as ranges of equal counts.
+// over the positions of a run (run_store.h), as ranges of equal counts;
+// the run store keeps its extra copy counts the same way (a store of a
+// prefix already held adds a copy over a range, as a hit does).
 //
 // A full-report hit re-announces a request's cached blocks from block 0,
 // so hits arrive as +1 over a range of consecutive positions, and the
@@ -85,6 +87,22 @@ class HitRanges {
     const Piece p = *it;
     it = pieces_.erase(it);
     if (pos + 1 < p.end) it = pieces_.insert(it, Piece{pos + 1, p.end, p.count});
+    if (p.begin < pos) pieces_.insert(it, Piece{p.begin, pos, p.count});
+  }
+
+  // One count less on position `pos` (which has one).
+  void SubOne(uint32_t pos) {
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), pos,
+                               [](uint32_t p, const Piece& x) { return p < x.end; });
+    if (it == pieces_.end() || it->begin > pos) return;
+    const Piece p = *it;
+    if (p.count == 1) {
+      Clear(pos);
+      return;
+    }
+    it = pieces_.erase(it);
+    if (pos + 1 < p.end) it = pieces_.insert(it, Piece{pos + 1, p.end, p.count});
+    it = pieces_.insert(it, Piece{pos, pos + 1, p.count - 1});
     if (p.begin < pos) pieces_.insert(it, Piece{p.begin, pos, p.count});
   }
 

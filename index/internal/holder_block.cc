@@ -51,16 +51,6 @@ void HolderBlock::Drop(uint32_t row) {
   std::atomic_ref<uint32_t>(count_).store(last, std::memory_order_release);
 }
 
-bool HolderBlock::Clear(uint32_t row, uint32_t pos) {
-  if (pos / 64 >= words_) return false;
-  uint64_t& w = Bits(row)[pos / 64];
-  const uint64_t bit = uint64_t{1} << (pos % 64);
-  if ((w & bit) == 0) return false;
-  Store(w, w & ~bit);
-  --Rows()[row].held;
-  return true;
-}
-
 uint32_t HolderBlock::End(uint32_t row) const {
   for (uint32_t w = words_; w-- > 0;) {
     const uint64_t bits = Bits(row)[w];

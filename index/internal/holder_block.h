@@ -82,7 +82,15 @@ class alignas(8) HolderBlock {   // rows start 8-aligned after it
     ++Rows()[row].held;
     return true;
   }
-  bool Clear(uint32_t row, uint32_t pos);
+  bool Clear(uint32_t row, uint32_t pos) {
+    if (pos / 64 >= words_) return false;
+    uint64_t& w = Bits(row)[pos / 64];
+    const uint64_t bit = uint64_t{1} << (pos % 64);
+    if ((w & bit) == 0) return false;
+    Store(w, w & ~bit);
+    --Rows()[row].held;
+    return true;
+  }
   // One past the highest position `row` holds (0 if none).
   uint32_t End(uint32_t row) const;
   size_t bytes() const { return BytesFor(capacity_, words_); }

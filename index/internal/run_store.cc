@@ -92,7 +92,7 @@ void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<Owner
 
 void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent, uint32_t top) {
   Place at;   // the last block stored or found: the chain continues after it
-  Batch batch;
+  Batch batch, extra;
   if (parent != nullptr) {
     const uint32_t id = Find(*parent);
     if (id != kNone) at = PlaceOf(id);
@@ -105,7 +105,7 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
       const Place next = Next(at);
       if (KeyOf(next.id) == key) {
         at = next;
-        AddCopy(at, owner);
+        AddCopy(at, owner, extra);
         Batched(batch, at, top - static_cast<uint32_t>(i), owner, /*hit=*/false);
         continue;
       }
@@ -120,34 +120,33 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
       const bool extend = at.run != kNone && at.pos + 1 == RunAt(at.run).len();
       at = Append(extend ? at.run : NewRun(), key, hash, free_slot);
     }
-    AddCopy(at, owner);
+    AddCopy(at, owner, extra);
     Batched(batch, at, top - static_cast<uint32_t>(i), owner, /*hit=*/false);
   }
   Apply(batch, owner, /*hit=*/false);
+  ApplyExtra(extra, owner);
   Finish();
 }
 
-void RunStore::AddCopy(const Place& at, uint32_t owner) {
-  if (Hold(at, owner)) return;
-  Run& run = RunAt(at.run);
-  const size_t slot = ExtraSlot(run, at.pos, owner);
-  if (slot < run.extra.size() && run.extra[slot].pos == at.pos && run.extra[slot].owner == owner) {
-    ++run.extra[slot].count;
-  } else {
-    run.extra.insert(run.extra.begin() + static_cast<ptrdiff_t>(slot), ExtraCopies{at.pos, owner, 1});
+void RunStore::AddCopy(const Place& at, uint32_t owner, Batch& extra) {
+  if (Hold(RunAt(at.run), at, owner)) return;
+  if (extra.run == at.run && at.pos == extra.end) {
+    ++extra.end;
+    return;
   }
+  ApplyExtra(extra, owner);
+  extra = Batch{at.run, at.pos, at.pos + 1, 0};
 }
 
-bool RunStore::Hold(const Place& at, uint32_t owner) {
-  Run& run = RunAt(at.run);
-  HolderBlock* h = run.block();
-  uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
-  if (row != HolderBlock::kNoRow && at.pos / 64 < h->words()) {   // the usual case: the bit has room
-    if (h->Has(row, at.pos)) return false;
-    Write(at.run);
-    return h->Set(row, at.pos);
-  }
+void RunStore::ApplyExtra(Batch& extra, uint32_t owner) {
+  if (extra.run == kNone) return;
+  RangesFor(RunAt(extra.run), owner).extra.AddOne(extra.begin, extra.end);
+  extra.run = kNone;
+}
+
+bool RunStore::HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t row) {
   Write(at.run);
+  HolderBlock* h = run.block();
   const uint32_t words = at.pos / 64 + 1;
   const bool no_row_left = h != nullptr && row == HolderBlock::kNoRow && h->count() == h->capacity();
   if (h == nullptr || no_row_left || words > h->words()) {
@@ -164,28 +163,9 @@ bool RunStore::Hold(const Place& at, uint32_t owner) {
   return h->Set(row, at.pos);
 }
 
-bool RunStore::Unhold(const Place& at, uint32_t owner) {
-  HolderBlock* h = RunAt(at.run).block();
-  const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
-  if (row == HolderBlock::kNoRow || !h->Has(row, at.pos)) return false;
-  Write(at.run);
-  h->Clear(row, at.pos);
-  if (h->held(row) == 0) h->Drop(row);
-  return true;
-}
-
-size_t RunStore::ExtraSlot(const Run& run, uint32_t pos, uint32_t owner) {
-  auto it = std::lower_bound(run.extra.begin(), run.extra.end(), std::pair{pos, owner},
-                             [](const ExtraCopies& e, std::pair<uint32_t, uint32_t> k) {
-                               return std::pair{e.pos, e.owner} < k;
-                             });
-  return static_cast<size_t>(it - run.extra.begin());
-}
-
-uint32_t RunStore::FindExtra(const Run& run, uint32_t pos, uint32_t owner) {
-  const size_t slot = ExtraSlot(run, pos, owner);
-  const bool found = slot < run.extra.size() && run.extra[slot].pos == pos && run.extra[slot].owner == owner;
-  return found ? static_cast<uint32_t>(slot) : kNone;
+uint32_t RunStore::ExtraCopiesAt(const Run& run, uint32_t owner, uint32_t pos) {
+  const OwnerRanges* r = RangesOf(run, owner);
+  return r == nullptr ? 0 : static_cast<uint32_t>(r->extra.Over(pos, pos + 1).hits);
 }
 
 size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, std::vector<uint32_t>* gone) {
@@ -198,13 +178,14 @@ size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, std::vec
     if (id == kNone) continue;
     const Place at = PlaceOf(id);
     Run& run = RunAt(at.run);
-    if (const uint32_t e = FindExtra(run, at.pos, owner); e != kNone) {
-      if (--run.extra[e].count == 0) run.extra.erase(run.extra.begin() + e);
+    OwnerRanges* ranges = RangesOf(run, owner);
+    if (ranges != nullptr && !ranges->extra.empty() && ranges->extra.Over(at.pos, at.pos + 1).hits > 0) {
+      ranges->extra.SubOne(at.pos);
       ++held;
       continue;
     }
-    if (!Unhold(at, owner)) continue;
-    Forget(at.run, owner, at.pos, gone);
+    if (!Unhold(run, at, owner)) continue;
+    Forget(run, at.run, ranges, at.pos, gone);
     ++held;
     if (touched_.empty() || touched_.back() != at.run) touched_.push_back(at.run);
   }
@@ -264,22 +245,23 @@ RunStore::OwnerRanges& RunStore::RangesFor(Run& run, uint32_t owner) {
   for (OwnerRanges& r : run.ranges) {
     if (r.owner == owner) return r;
   }
-  return run.ranges.emplace_back(OwnerRanges{owner, {}, {}});
+  return run.ranges.emplace_back(OwnerRanges{owner, {}, {}, {}});
 }
 
-void RunStore::Forget(uint32_t run_id, uint32_t owner, uint32_t pos, std::vector<uint32_t>* gone) {
-  Run& run = RunAt(run_id);
-  auto it = std::find_if(run.ranges.begin(), run.ranges.end(), [&](const OwnerRanges& r) { return r.owner == owner; });
-  if (it == run.ranges.end()) return;
+void RunStore::Forget(Run& run, uint32_t run_id, OwnerRanges* ranges, uint32_t pos, std::vector<uint32_t>* gone) {
+  if (ranges == nullptr) return;
   if (gone != nullptr) {
-    if (const std::optional<uint32_t> stamp = it->stamps.At(pos)) gone->push_back(*stamp);
+    if (const std::optional<uint32_t> stamp = ranges->stamps.At(pos)) gone->push_back(*stamp);
   }
-  it->stamps.Clear(pos);
-  if (!it->hits.empty()) {
-    it->hits.Clear(pos);
+  ranges->stamps.Clear(pos);
+  if (!ranges->hits.empty()) {
+    ranges->hits.Clear(pos);
     hits_dirty_.push_back(run_id);
   }
-  if (it->stamps.empty() && it->hits.empty()) run.ranges.erase(it);
+  if (ranges->empty()) {
+    *ranges = std::move(run.ranges.back());
+    run.ranges.pop_back();
+  }
 }
 
 std::optional<uint32_t> RunStore::Stamp(uint32_t owner, uint64_t key) const {
@@ -309,8 +291,7 @@ uint32_t RunStore::Copies(uint32_t owner, uint64_t key) const {
   const HolderBlock* h = run.block();
   const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
   if (row == HolderBlock::kNoRow || !h->Has(row, at.pos)) return 0;
-  const uint32_t e = FindExtra(run, at.pos, owner);
-  return 1 + (e == kNone ? 0 : run.extra[e].count);
+  return 1 + ExtraCopiesAt(run, owner, at.pos);
 }
 
 uint64_t RunStore::HeldBy(uint32_t owner) const {
@@ -340,8 +321,8 @@ size_t RunStore::MemoryBytes() const {
   ForEachRun([&](const Run& run) {
     if (const HolderBlock* h = run.block()) bytes += h->bytes();
     if (const HitView* v = run.hits.load(std::memory_order_relaxed)) bytes += v->bytes();
-    bytes += run.extra.capacity() * sizeof(ExtraCopies) + run.ranges.capacity() * sizeof(OwnerRanges);
-    for (const OwnerRanges& r : run.ranges) bytes += r.hits.bytes() + r.stamps.bytes();
+    bytes += run.ranges.capacity() * sizeof(OwnerRanges);
+    for (const OwnerRanges& r : run.ranges) bytes += r.hits.bytes() + r.stamps.bytes() + r.extra.bytes();
   });
   return bytes;
 }
@@ -537,7 +518,6 @@ void RunStore::Prune(uint32_t run) {
     if (h != nullptr) Retire(const_cast<HolderBlock*>(h), &HolderBlock::Delete);
     r.holders.store(nullptr, std::memory_order_release);
     r.first_page = r.last_page = kNone;
-    std::vector<ExtraCopies>().swap(r.extra);
     std::vector<OwnerRanges>().swap(r.ranges);
     free_runs_.push_back(run);
   }

@@ -24,8 +24,9 @@
 // call changed them and absent while no owner has any.
 //
 // Copies: a held position is one copy; extra copies (the same block cached
-// twice by one owner) are counted aside in the run, sorted by position and
-// owner, so a run without any costs one empty vector.
+// twice by one owner) are counted aside as ranges of equal counts, like
+// hits, so an owner without any costs nothing and a prefix stored again
+// costs one range update.
 //
 // Concurrency: one writer (the caller excludes others), readers on any
 // thread without a lock. Each run has a sequence lock: the writer changes
@@ -185,15 +186,14 @@ class RunStore {
     PageMeta meta[kChunkPages];
     std::atomic<uint64_t> keys[kChunkEntries];   // by entry id
   };
-  struct ExtraCopies {
-    uint32_t pos, owner, count;   // copies beyond the first
-  };
   // An owner's hits and stamps over a run's positions (present once the
   // owner was stamped there).
   struct OwnerRanges {
     uint32_t owner;
     HitRanges hits;
     StampRanges stamps;
+    HitRanges extra;   // copies beyond the first
+    bool empty() const { return hits.empty() && stamps.empty() && extra.empty(); }
   };
   struct Run {
     SeqLock lock;
@@ -203,7 +203,6 @@ class RunStore {
     std::atomic<const HitView*> hits{nullptr};
     // The writer's.
     uint32_t first_page = kNone, last_page = kNone;
-    std::vector<ExtraCopies> extra;   // sorted by (pos, owner)
     std::vector<OwnerRanges> ranges;  // by owner, unsorted
     uint32_t len() const { return length.load(std::memory_order_relaxed); }
     HolderBlock* block() const { return holders.load(std::memory_order_relaxed); }
@@ -285,14 +284,39 @@ class RunStore {
   uint32_t EntryAt(uint32_t run, uint32_t pos) const;
   // Appends `key` (not indexed) to run `run`; its place.
   Place Append(uint32_t run, uint64_t key, uint64_t hash, uint32_t free_slot);
-  // One more copy of the entry at `at` for `owner`.
-  void AddCopy(const Place& at, uint32_t owner);
+  // One more copy of the entry at `at` for `owner`; a copy beyond the
+  // first joins `extra` (positions of one run, counted when it is applied).
+  void AddCopy(const Place& at, uint32_t owner, Batch& extra);
+  void ApplyExtra(Batch& extra, uint32_t owner);
   // Sets / clears the owner's hold on `at`; false if it already was / was
   // not held. Clear drops the owner's row when it held nothing else.
-  bool Hold(const Place& at, uint32_t owner);
-  bool Unhold(const Place& at, uint32_t owner);
+  // Inline: a store or removal calls one per block, and the usual case
+  // (the owner's row exists and the bit has room) is a few loads.
+  bool Hold(Run& run, const Place& at, uint32_t owner) {
+    HolderBlock* h = run.block();
+    const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
+    if (row == HolderBlock::kNoRow || at.pos / 64 >= h->words()) return HoldGrowing(run, at, owner, row);
+    if (h->Has(row, at.pos)) return false;
+    Write(at.run);
+    return h->Set(row, at.pos);
+  }
+  bool Unhold(Run& run, const Place& at, uint32_t owner) {
+    HolderBlock* h = run.block();
+    const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
+    if (row == HolderBlock::kNoRow || !h->Has(row, at.pos)) return false;
+    Write(at.run);
+    h->Clear(row, at.pos);
+    if (h->held(row) == 0) h->Drop(row);
+    return true;
+  }
+  // Hold when the block needs a row for the owner or more words (`row`:
+  // the owner's, or kNoRow).
+  bool HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t row);
   // The owner's ranges in `run`, or null / added.
   static const OwnerRanges* RangesOf(const Run& run, uint32_t owner);
+  static OwnerRanges* RangesOf(Run& run, uint32_t owner) {
+    return const_cast<OwnerRanges*>(RangesOf(static_cast<const Run&>(run), owner));
+  }
   static OwnerRanges& RangesFor(Run& run, uint32_t owner);
   // Adds (at, stamp) to `batch`, first applying it (with `hit`) when `at`
   // does not continue it.
@@ -300,11 +324,10 @@ class RunStore {
   void Apply(Batch& batch, uint32_t owner, bool hit);
   // Position `pos` of `run` left `owner`: its hits and stamp go; the stamp
   // is appended to `gone` when given.
-  void Forget(uint32_t run, uint32_t owner, uint32_t pos, std::vector<uint32_t>* gone);
-  // Where (pos, owner) is or would go in run.extra.
-  static size_t ExtraSlot(const Run& run, uint32_t pos, uint32_t owner);
-  // Its index in run.extra, or kNone.
-  static uint32_t FindExtra(const Run& run, uint32_t pos, uint32_t owner);
+  // `ranges` are the owner's in `run` (run id `run_id`), or null.
+  void Forget(Run& run, uint32_t run_id, OwnerRanges* ranges, uint32_t pos, std::vector<uint32_t>* gone);
+  // The owner's copies beyond the first of position `pos` of `run`.
+  static uint32_t ExtraCopiesAt(const Run& run, uint32_t owner, uint32_t pos);
   // A write's key hashes, each computed once when its lookup is started
   // (kRing > the furthest stage ahead).
   static constexpr size_t kRing = 16;
@@ -361,8 +384,8 @@ void RunStore::ForEachHolding(Fn fn) const {
         if (!h->Has(row, pos)) continue;
         const uint32_t owner = h->owner(row);
         Holding out{key, owner, 1, 0, std::nullopt};
-        if (const uint32_t e = FindExtra(run, pos, owner); e != kNone) out.copies += run.extra[e].count;
         if (const OwnerRanges* r = RangesOf(run, owner)) {
+          out.copies += static_cast<uint32_t>(r->extra.Over(pos, pos + 1).hits);
           out.hits = r->hits.Over(pos, pos + 1).hits;
           out.stamp = r->stamps.At(pos);
         }

@@ -1,6 +1,7 @@
 // HitRanges (index/internal/hit_ranges.h) against a dense array of counts:
-// random range hits (overlapping, nested, adjacent) and cleared positions,
-// with every sum over every sub-range checked.
+// random range hits (overlapping, nested, adjacent), cleared positions and
+// single-position decrements (the run store's extra copies), with every
+// sum over every sub-range checked.
 #include "index/internal/hit_ranges.h"
 
 #include <gtest/gtest.h>
@@ -20,10 +21,17 @@ TEST(HitRangesTest, AgreesWithADenseArray) {
     HitRanges ranges;
     std::vector<uint32_t> dense(kLen, 0);
     for (int step = 0; step < 200; ++step) {
-      if (rng() % 4 == 0) {
+      const uint64_t op = rng() % 8;
+      if (op < 2) {
         const uint32_t pos = static_cast<uint32_t>(rng() % kLen);
         ranges.Clear(pos);
         dense[pos] = 0;
+      } else if (op < 4) {
+        const uint32_t pos = static_cast<uint32_t>(rng() % kLen);
+        if (dense[pos] > 0) {   // SubOne's contract: the position has a count
+          ranges.SubOne(pos);
+          --dense[pos];
+        }
       } else {
         const uint32_t b = static_cast<uint32_t>(rng() % kLen);
         const uint32_t e = b + static_cast<uint32_t>(rng() % (kLen - b + 1));
