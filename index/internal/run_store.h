@@ -428,10 +428,12 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
     uint32_t entry;   // the source's index in `out`, or kNone on the first segment
     bool gpu;
   };
-  thread_local std::vector<Admitted> admitted;
-  admitted.clear();
-  uint64_t seen = 0, shared = 0;
+  thread_local std::vector<Admitted> scratch;
   const uint32_t n = h->count();
+  if (scratch.size() < n) scratch.resize(n);   // then filled by index: no capacity check per row
+  Admitted* const admitted = scratch.data();
+  uint32_t m = 0;   // rows admitted
+  uint64_t seen = 0, shared = 0;
   for (uint32_t row = 0; row < n; ++row) {
     const uint32_t owner = h->owner(row);
     const std::optional<OwnerClass> c = classify(owner);
@@ -442,7 +444,7 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
       if (e == out->end() || e->any_blocks != i) continue;   // did not reach this segment
       entry = static_cast<uint32_t>(e - out->begin());
     }
-    admitted.push_back({c->source, owner, row, entry, c->gpu});
+    admitted[m++] = Admitted{c->source, owner, row, entry, c->gpu};
     const uint64_t bit = uint64_t{1} << (c->source & 63);
     shared |= seen & bit;   // maybe a second owner of a source seen before
     seen |= bit;
@@ -450,14 +452,14 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
   // Grouping by source matters only when a source has several admitted
   // owners (GPU and CPU copies, say); without a possible repeat, skip it.
   if (shared != 0) {
-    std::sort(admitted.begin(), admitted.end(), [](const Admitted& a, const Admitted& b) { return a.source < b.source; });
+    std::sort(admitted, admitted + m, [](const Admitted& a, const Admitted& b) { return a.source < b.source; });
   }
   const HitView* hits = seg.run->hits.load(std::memory_order_acquire);
   uint32_t through = 0;
-  for (size_t g = 0; g < admitted.size();) {
-    size_t end = g;
+  for (uint32_t g = 0; g < m;) {
+    uint32_t end = g;
     const Admitted* gpu = nullptr;
-    while (end < admitted.size() && admitted[end].source == admitted[g].source) {
+    while (end < m && admitted[end].source == admitted[g].source) {
       if (admitted[end].gpu) gpu = &admitted[end];
       ++end;
     }
@@ -467,7 +469,7 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
     uint32_t any = end - g == 1 ? h->LeadingFrom(admitted[g].row, from, k) : 0;
     for (uint32_t w = from / 64; end - g > 1 && any < k; ++w) {
       uint64_t bits = 0;
-      for (size_t j = g; j < end; ++j) bits |= h->word(admitted[j].row, w);
+      for (uint32_t j = g; j < end; ++j) bits |= h->word(admitted[j].row, w);
       const uint32_t skip = w == from / 64 ? from % 64 : 0;
       const uint32_t ones = static_cast<uint32_t>(std::countr_one(bits >> skip));
       any += std::min(ones, 64 - skip);
