@@ -9,16 +9,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/sanitizers.h"
 #include "index/block_index.h"
 
 namespace kvidx {
 namespace {
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr int kScale = 1;
-#else
-constexpr int kScale = 8;
-#endif
+constexpr int kScale = kUnderSanitizer ? 1 : 8;
 
 constexpr KvGroup kG0{0, GroupKind::kAbsent};
 

@@ -14,22 +14,13 @@
 #include <tuple>
 #include <vector>
 
+#include "common/sanitizers.h"
 #include "index/block_index.h"
 
 namespace kvidx {
 namespace {
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr uint64_t kDefaultEvents = 30000;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr uint64_t kDefaultEvents = 30000;
-#else
-constexpr uint64_t kDefaultEvents = 400000;
-#endif
-#else
-constexpr uint64_t kDefaultEvents = 400000;
-#endif
+constexpr uint64_t kDefaultEvents = kUnderSanitizer ? 30000 : 400000;
 
 uint64_t EventsFromEnv() {
   const char* e = std::getenv("KVIDX_DIFF_EVENTS");

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/sanitizers.h"
 #include "index/epoch.h"
 #include "index/internal/probe_key.h"
 #include "index/internal/run_store.h"
@@ -25,17 +26,7 @@
 namespace kvidx::internal {
 namespace {
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr int kScale = 1;
-#else
-constexpr int kScale = 6;
-#endif
-#elif defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr int kScale = 1;
-#else
-constexpr int kScale = 6;
-#endif
+constexpr int kScale = kUnderSanitizer ? 1 : 6;
 
 constexpr uint32_t kAnchorOwner = 1;
 constexpr uint32_t kTailOwners = 8;   // owners 2 .. 9 extend anchors
