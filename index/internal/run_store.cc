@@ -474,7 +474,16 @@ uint32_t RunStore::NewPage(uint32_t run, uint32_t base) {
 void RunStore::GrowTable() {
   const Table* old = table_.load(std::memory_order_relaxed);
   auto* grown = new Table(Table::GroupsFor(old, static_cast<uint32_t>(size_)));
-  old->ForEachId([&](uint32_t id) { grown->Insert(MixKey(KeyOf(id)), id); });
+  // Every position below a run's length is indexed: walking the runs reads
+  // keys a page at a time, where the old table's order reads each at random.
+  ForEachRun([&](const Run& run) {
+    uint32_t page = run.first_page;
+    for (uint32_t pos = 0; pos < run.len(); ++pos) {
+      if (pos > 0 && pos % kRunPage == 0) page = MetaAt(page).next.load(std::memory_order_relaxed);
+      const uint32_t id = page << kRunPageBits | pos % kRunPage;
+      grown->Insert(MixKey(KeyOf(id)), id);
+    }
+  });
   table_.store(grown, std::memory_order_release);
   Retire(const_cast<Table*>(old), [](void* p) { delete static_cast<Table*>(p); });
   growth_left_ = grown->max_load() - static_cast<uint32_t>(size_);
