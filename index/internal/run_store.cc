@@ -163,11 +163,6 @@ bool RunStore::HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t r
   return h->Set(row, at.pos);
 }
 
-uint32_t RunStore::ExtraCopiesAt(const Run& run, uint32_t owner, uint32_t pos) {
-  const OwnerRanges* r = RangesOf(run, owner);
-  return r == nullptr ? 0 : static_cast<uint32_t>(r->extra.Over(pos, pos + 1).hits);
-}
-
 size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, std::vector<uint32_t>* gone) {
   touched_.clear();
   size_t held = 0;
@@ -179,7 +174,7 @@ size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, std::vec
     const Place at = PlaceOf(id);
     Run& run = RunAt(at.run);
     OwnerRanges* ranges = RangesOf(run, owner);
-    if (ranges != nullptr && !ranges->extra.empty() && ranges->extra.Over(at.pos, at.pos + 1).hits > 0) {
+    if (ranges != nullptr && ranges->ExtraAt(at.pos) > 0) {
       ranges->extra.SubOne(at.pos);
       ++held;
       continue;
@@ -291,7 +286,8 @@ uint32_t RunStore::Copies(uint32_t owner, uint64_t key) const {
   const HolderBlock* h = run.block();
   const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
   if (row == HolderBlock::kNoRow || !h->Has(row, at.pos)) return 0;
-  return 1 + ExtraCopiesAt(run, owner, at.pos);
+  const OwnerRanges* r = RangesOf(run, owner);
+  return 1 + (r == nullptr ? 0 : r->ExtraAt(at.pos));
 }
 
 uint64_t RunStore::HeldBy(uint32_t owner) const {
@@ -360,15 +356,14 @@ void RunStore::Finish() {
 }
 
 void RunStore::PublishHits(uint32_t run_id) {
-  thread_local std::vector<std::pair<uint32_t, const HitRanges*>> owners;
-  owners.clear();
+  hit_owners_.clear();
   Run& run = RunAt(run_id);
   for (const OwnerRanges& r : run.ranges) {
-    if (!r.hits.empty()) owners.emplace_back(r.owner, &r.hits);
+    if (!r.hits.empty()) hit_owners_.emplace_back(r.owner, &r.hits);
   }
   const HitView* old = run.hits.load(std::memory_order_relaxed);
-  if (old == nullptr && owners.empty()) return;
-  Write(run_id).hits.store(HitView::Build(owners), std::memory_order_release);
+  if (old == nullptr && hit_owners_.empty()) return;
+  Write(run_id).hits.store(HitView::Build(hit_owners_), std::memory_order_release);
   if (old != nullptr) Retire(const_cast<HitView*>(old), &HitView::Delete);
 }
 
@@ -477,12 +472,7 @@ void RunStore::GrowTable() {
   // Every position below a run's length is indexed: walking the runs reads
   // keys a page at a time, where the old table's order reads each at random.
   ForEachRun([&](const Run& run) {
-    uint32_t page = run.first_page;
-    for (uint32_t pos = 0; pos < run.len(); ++pos) {
-      if (pos > 0 && pos % kRunPage == 0) page = MetaAt(page).next.load(std::memory_order_relaxed);
-      const uint32_t id = page << kRunPageBits | pos % kRunPage;
-      grown->Insert(MixKey(KeyOf(id)), id);
-    }
+    ForEachEntry(run, [&](uint32_t, uint32_t id) { grown->Insert(MixKey(KeyOf(id)), id); });
   });
   table_.store(grown, std::memory_order_release);
   Retire(const_cast<Table*>(old), [](void* p) { delete static_cast<Table*>(p); });

@@ -194,6 +194,9 @@ class RunStore {
     StampRanges stamps;
     HitRanges extra;   // copies beyond the first
     bool empty() const { return hits.empty() && stamps.empty() && extra.empty(); }
+    uint32_t ExtraAt(uint32_t pos) const {
+      return extra.empty() ? 0 : static_cast<uint32_t>(extra.Over(pos, pos + 1).hits);
+    }
   };
   struct Run {
     SeqLock lock;
@@ -326,8 +329,6 @@ class RunStore {
   // is appended to `gone` when given.
   // `ranges` are the owner's in `run` (run id `run_id`), or null.
   void Forget(Run& run, uint32_t run_id, OwnerRanges* ranges, uint32_t pos, std::vector<uint32_t>* gone);
-  // The owner's copies beyond the first of position `pos` of `run`.
-  static uint32_t ExtraCopiesAt(const Run& run, uint32_t owner, uint32_t pos);
   // A write's key hashes, each computed once when its lookup is started
   // (kRing > the furthest stage ahead).
   static constexpr size_t kRing = 16;
@@ -345,6 +346,15 @@ class RunStore {
   void Prune(uint32_t run);
   // Publishes a new hit view of `run` from its ranges.
   void PublishHits(uint32_t run);
+  // fn(pos, id) for every entry of `run`, in position order.
+  template <typename Fn>
+  void ForEachEntry(const Run& run, Fn fn) const {
+    uint32_t page = run.first_page;
+    for (uint32_t pos = 0; pos < run.len(); ++pos) {
+      if (pos > 0 && pos % kRunPage == 0) page = MetaAt(page).next.load(std::memory_order_relaxed);
+      fn(pos, page << kRunPageBits | pos % kRunPage);
+    }
+  }
   // fn(run) for every run handed out (live or free).
   template <typename Fn>
   void ForEachRun(Fn fn) const {
@@ -368,6 +378,7 @@ class RunStore {
   uint32_t open_changes_ = 0;
   std::vector<uint32_t> touched_;      // Remove's scratch
   std::vector<uint32_t> hits_dirty_;   // runs whose hit view is stale
+  std::vector<std::pair<uint32_t, const HitRanges*>> hit_owners_;   // PublishHits' scratch
   std::vector<std::pair<void*, void (*)(void*)>> garbage_;   // to retire at Finish
 };
 
@@ -376,22 +387,20 @@ void RunStore::ForEachHolding(Fn fn) const {
   ForEachRun([&](const Run& run) {
     const HolderBlock* h = run.block();
     if (h == nullptr) return;
-    uint32_t page = run.first_page;
-    for (uint32_t pos = 0; pos < run.len(); ++pos) {
-      if (pos > 0 && pos % kRunPage == 0) page = MetaAt(page).next.load(std::memory_order_relaxed);
-      const uint64_t key = KeyOf(page << kRunPageBits | pos % kRunPage);
+    ForEachEntry(run, [&](uint32_t pos, uint32_t id) {
+      const uint64_t key = KeyOf(id);
       for (uint32_t row = 0; row < h->count(); ++row) {
         if (!h->Has(row, pos)) continue;
         const uint32_t owner = h->owner(row);
         Holding out{key, owner, 1, 0, std::nullopt};
         if (const OwnerRanges* r = RangesOf(run, owner)) {
-          out.copies += static_cast<uint32_t>(r->extra.Over(pos, pos + 1).hits);
+          out.copies += r->ExtraAt(pos);
           out.hits = r->hits.Over(pos, pos + 1).hits;
           out.stamp = r->stamps.At(pos);
         }
         fn(out);
       }
-    }
+    });
   });
 }
 
