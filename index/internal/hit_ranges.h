@@ -43,8 +43,19 @@ class HitRanges {
   }
 
   // One more hit on every position in [begin, end).
-  void AddOne(uint32_t begin, uint32_t end) {
-    if (begin >= end) return;
+  void AddOne(uint32_t begin, uint32_t end) { Add(begin, end, 1); }
+
+  // `n` more on every position in [begin, end) (counts saturate at 2^32 - 1).
+  void Add(uint32_t begin, uint32_t end, uint32_t n) {
+    if (begin >= end || n == 0) return;
+    if (pieces_.empty() || pieces_.back().end <= begin) {   // past every piece: a restore's order
+      if (!pieces_.empty() && pieces_.back().end == begin && pieces_.back().count == n) {
+        pieces_.back().end = end;
+      } else {
+        pieces_.push_back(Piece{begin, end, n});
+      }
+      return;
+    }
     std::vector<Piece> out;
     out.reserve(pieces_.size() + 2);
     auto push = [&](Piece p) {   // appends, merging with an equal neighbour
@@ -62,12 +73,12 @@ class HitRanges {
         const Piece p = pieces_[i++];
         const uint32_t stop = std::min(p.end, end);
         if (p.begin < pos) push({p.begin, pos, p.count});
-        push({pos, stop, p.count + 1});
+        push({pos, stop, p.count + std::min(n, ~0u - p.count)});
         if (p.end > end) push({end, p.end, p.count});
         pos = stop;
       } else {
         const uint32_t stop = i < pieces_.size() ? std::min(pieces_[i].begin, end) : end;
-        push({pos, stop, 1});
+        push({pos, stop, n});
         pos = stop;
       }
     }

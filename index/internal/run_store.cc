@@ -159,8 +159,24 @@ bool RunStore::HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t r
     if (h != nullptr) Retire(h, &HolderBlock::Delete);
     h = grown;
   }
-  if (row == HolderBlock::kNoRow) row = h->Add(owner);
+  if (row == HolderBlock::kNoRow) {
+    row = h->Add(owner);
+    Joined(owner, at.run);
+  }
   return h->Set(row, at.pos);
+}
+
+void RunStore::Joined(uint32_t owner, uint32_t run) {
+  OwnerRuns& o = owner_runs_[owner];
+  o.runs.push_back(run);
+  if (o.runs.size() < o.compact_at) return;
+  std::sort(o.runs.begin(), o.runs.end());
+  o.runs.erase(std::unique(o.runs.begin(), o.runs.end()), o.runs.end());
+  std::erase_if(o.runs, [&](uint32_t r) {
+    const HolderBlock* h = RunAt(r).block();
+    return h == nullptr || h->Find(owner) == HolderBlock::kNoRow;
+  });
+  o.compact_at = std::max<size_t>(16, 2 * o.runs.size());
 }
 
 size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, std::vector<uint32_t>* gone) {
@@ -207,6 +223,73 @@ size_t RunStore::AddHits(uint32_t owner, std::span<const uint64_t> keys, uint32_
   Apply(batch, owner, /*hit=*/true);
   Finish();
   return held;
+}
+
+size_t RunStore::Clear(uint32_t owner, std::vector<uint32_t>* gone) {
+  auto it = owner_runs_.find(owner);
+  if (it == owner_runs_.end()) return 0;
+  std::vector<uint32_t> runs = std::move(it->second.runs);
+  owner_runs_.erase(it);
+  std::sort(runs.begin(), runs.end());
+  runs.erase(std::unique(runs.begin(), runs.end()), runs.end());
+  size_t held = 0;
+  for (uint32_t run_id : runs) {
+    Run& run = RunAt(run_id);
+    HolderBlock* h = run.block();
+    const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
+    if (row == HolderBlock::kNoRow) continue;   // left since it joined
+    held += h->held(row);
+    if (OwnerRanges* r = RangesOf(run, owner)) {
+      for (uint32_t w = 0; gone != nullptr && w < h->words(); ++w) {
+        for (uint64_t bits = h->word(row, w); bits != 0; bits &= bits - 1) {
+          const uint32_t pos = w * 64 + static_cast<uint32_t>(std::countr_zero(bits));
+          if (const std::optional<uint32_t> stamp = r->stamps.At(pos)) gone->push_back(*stamp);
+        }
+      }
+      if (!r->hits.empty()) hits_dirty_.push_back(run_id);
+      *r = std::move(run.ranges.back());
+      run.ranges.pop_back();
+    }
+    Write(run_id);
+    h->Drop(row);
+    Prune(run_id);
+  }
+  Finish();
+  return held;
+}
+
+size_t RunStore::Restore(std::span<const Holding> rows) {
+  size_t applied = 0;
+  // The previous row's entry: in ForEachHolding's order, the next row's
+  // key (another owner of it) or its parent, found without a lookup.
+  Place last;
+  uint64_t last_key = 0;
+  for (const Holding& row : rows) {
+    Place at;
+    if (last.id != kNone && last_key == row.key) {
+      at = last;
+    } else {
+      uint32_t before = kNone;
+      if (row.parent) before = last.id != kNone && last_key == *row.parent ? last.id : Find(*row.parent);
+      at = Locate(row.key, before);
+    }
+    Run& run = RunAt(at.run);
+    if (!Hold(run, at, row.owner)) break;   // a duplicate
+    if (row.copies > 1 || row.hits > 0 || row.stamp) {
+      OwnerRanges& r = RangesFor(run, row.owner);
+      r.extra.Add(at.pos, at.pos + 1, std::max(row.copies, 1u) - 1);
+      if (row.hits > 0) {
+        r.hits.Add(at.pos, at.pos + 1, static_cast<uint32_t>(std::min<uint64_t>(row.hits, ~0u)));
+        if (hits_dirty_.empty() || hits_dirty_.back() != at.run) hits_dirty_.push_back(at.run);
+      }
+      if (row.stamp) r.stamps.Set(at.pos, at.pos + 1, *row.stamp);
+    }
+    last = at;
+    last_key = row.key;
+    ++applied;
+  }
+  Finish();
+  return applied;
 }
 
 void RunStore::Batched(Batch& batch, const Place& at, uint32_t stamp, uint32_t owner, bool hit) {
@@ -320,6 +403,12 @@ size_t RunStore::MemoryBytes() const {
     bytes += run.ranges.capacity() * sizeof(OwnerRanges);
     for (const OwnerRanges& r : run.ranges) bytes += r.hits.bytes() + r.stamps.bytes() + r.extra.bytes();
   });
+  // The owner lists: their arrays, and the map's nodes and buckets (as
+  // libstdc++ lays them out).
+  bytes += owner_runs_.bucket_count() * sizeof(void*);
+  for (const auto& [owner, o] : owner_runs_) {
+    bytes += sizeof(std::pair<const uint32_t, OwnerRuns>) + 2 * sizeof(void*) + o.runs.capacity() * sizeof(uint32_t);
+  }
   return bytes;
 }
 
@@ -429,6 +518,16 @@ RunStore::Place RunStore::Append(uint32_t run, uint64_t key, uint64_t hash, uint
   ++size_;
   r.length.store(length + 1, std::memory_order_relaxed);
   return {id, run, length};
+}
+
+RunStore::Place RunStore::Locate(uint64_t key, uint32_t before) {
+  const uint64_t hash = MixKey(key);
+  uint32_t free_slot = kNoId;
+  const uint32_t id = Find(key, hash, &free_slot);
+  if (id != kNone) return PlaceOf(id);
+  const Place b = before == kNone ? Place{} : PlaceOf(before);
+  const bool extend = b.run != kNone && b.pos + 1 == RunAt(b.run).len();
+  return Append(extend ? b.run : NewRun(), key, hash, free_slot);
 }
 
 uint32_t RunStore::NewRun() {

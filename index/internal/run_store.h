@@ -40,8 +40,9 @@
 // ReadGuard of that domain; every other call is the writer's.
 //
 // Scope so far: integer-form keys (vLLM's), owners as opaque 32-bit
-// identities, exact copy and hit counts and stamps. Bytes-form keys and
-// snapshots are the next increments (docs/RUN_CORE.md).
+// identities, exact copy and hit counts and stamps, a dump and restore
+// that keep runs, clearing an owner in time proportional to its runs.
+// Bytes-form keys are the next increment (docs/RUN_CORE.md).
 #pragma once
 
 #include <atomic>
@@ -52,6 +53,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -96,6 +98,11 @@ class RunStore {
   // Returns how many it held; the others change nothing.
   size_t AddHits(uint32_t owner, std::span<const uint64_t> keys, uint32_t top);
 
+  // Drops every key the owner holds, whatever its copies (ClearSource);
+  // with `gone`, their stamps are appended to it in no particular order.
+  // Returns how many keys it held. O(runs the owner joined + its keys).
+  size_t Clear(uint32_t owner, std::vector<uint32_t>* gone = nullptr);
+
   // --- Readers (any thread, inside a ReadGuard of the store's domain)
   struct OwnerPrefix {
     uint32_t owner;
@@ -136,18 +143,30 @@ class RunStore {
 
   // --- The writer's thread
   // One owner's hold on one key, everything the store knows of it (a
-  // snapshot's or LookupBlock's row).
+  // snapshot's or LookupBlock's row), and where the key sits: `parent` is
+  // the key before it in its run (none at a run's start).
   struct Holding {
     uint64_t key;
     uint32_t owner;
-    uint32_t copies;
+    uint32_t copies;   // >= 1
     uint64_t hits;
     std::optional<uint32_t> stamp;
+    std::optional<uint64_t> parent;
   };
   // fn(const Holding&) for every (key, owner) held, run by run in position
   // order, owners in each run's order. O(runs + holdings).
   template <typename Fn>
   void ForEachHolding(Fn fn) const;
+
+  // Holds each row's key for its owner with the row's copies, hits and
+  // stamp, placing a key not yet indexed after its parent when the parent
+  // ends a run (as a store would), else in a run of its own. Rows in
+  // ForEachHolding's order rebuild the runs they came from, at one lookup
+  // per row; any other order is correct too, with shorter runs (slower
+  // queries until the blocks are stored again). Stops at the first row
+  // whose owner already holds its key (a duplicate: the caller's
+  // corruption) and returns the rows applied before it.
+  size_t Restore(std::span<const Holding> rows);
 
   // The owner's `n` coldest keys, oldest stamp first (ties by key): the
   // order an LRU would evict them in. O(runs + holdings); for diagnosis.
@@ -339,6 +358,12 @@ class RunStore {
   // call (i = 0) also starts keys 0-7. Hints only: they never change a
   // result. Afterwards ring[i % kRing] is keys[i]'s hash.
   void StartAhead(std::span<const uint64_t> keys, size_t i, HashRing& ring) const;
+  // Where `key` goes for a restore: its entry, or a new one after the
+  // entry `before` (kNone: none) when that ends its run, else in a new run.
+  Place Locate(uint64_t key, uint32_t before);
+  // The owner's row was added to `run`'s holder block: remember the run
+  // for Clear.
+  void Joined(uint32_t owner, uint32_t run);
   uint32_t NewRun();
   uint32_t NewPage(uint32_t run, uint32_t base);
   void GrowTable();
@@ -380,6 +405,16 @@ class RunStore {
   std::vector<uint32_t> hits_dirty_;   // runs whose hit view is stale
   std::vector<std::pair<uint32_t, const HitRanges*>> hit_owners_;   // PublishHits' scratch
   std::vector<std::pair<void*, void (*)(void*)>> garbage_;   // to retire at Finish
+  // Per owner, the runs it joined (a row added to their holder block), so
+  // that Clear visits those only. A run the owner has left since stays
+  // listed (maybe twice, if it was freed and reused) until the list
+  // reaches `compact_at` and is compacted: at most about twice the runs
+  // the owner holds a row in, amortised O(1) per join.
+  struct OwnerRuns {
+    std::vector<uint32_t> runs;
+    size_t compact_at = 16;
+  };
+  std::unordered_map<uint32_t, OwnerRuns> owner_runs_;
 };
 
 template <typename Fn>
@@ -387,12 +422,13 @@ void RunStore::ForEachHolding(Fn fn) const {
   ForEachRun([&](const Run& run) {
     const HolderBlock* h = run.block();
     if (h == nullptr) return;
+    std::optional<uint64_t> parent;
     ForEachEntry(run, [&](uint32_t pos, uint32_t id) {
       const uint64_t key = KeyOf(id);
       for (uint32_t row = 0; row < h->count(); ++row) {
         if (!h->Has(row, pos)) continue;
         const uint32_t owner = h->owner(row);
-        Holding out{key, owner, 1, 0, std::nullopt};
+        Holding out{key, owner, 1, 0, std::nullopt, parent};
         if (const OwnerRanges* r = RangesOf(run, owner)) {
           out.copies += r->ExtraAt(pos);
           out.hits = r->hits.Over(pos, pos + 1).hits;
@@ -400,6 +436,7 @@ void RunStore::ForEachHolding(Fn fn) const {
         }
         fn(out);
       }
+      parent = key;
     });
   });
 }

@@ -1,6 +1,7 @@
 // HitRanges (index/internal/hit_ranges.h) against a dense array of counts:
 // random range hits (overlapping, nested, adjacent), cleared positions and
-// single-position decrements (the run store's extra copies), with every
+// single-position decrements (the run store's extra copies), counts added
+// in any order and in position order (a restore), with every
 // sum over every sub-range checked.
 #include "index/internal/hit_ranges.h"
 
@@ -35,8 +36,9 @@ TEST(HitRangesTest, AgreesWithADenseArray) {
       } else {
         const uint32_t b = static_cast<uint32_t>(rng() % kLen);
         const uint32_t e = b + static_cast<uint32_t>(rng() % (kLen - b + 1));
-        ranges.AddOne(b, e);
-        for (uint32_t p = b; p < e; ++p) ++dense[p];
+        const uint32_t n = rng() % 3 == 0 ? 2 + static_cast<uint32_t>(rng() % 4) : 1;
+        n == 1 ? ranges.AddOne(b, e) : ranges.Add(b, e, n);
+        for (uint32_t p = b; p < e; ++p) dense[p] += n;
       }
       for (uint32_t b = 0; b < kLen; b += 7) {
         for (uint32_t e = b; e <= kLen; e += 5) {
@@ -62,9 +64,24 @@ TEST(HitRangesTest, APrefixHitRepeatedStaysOnePiece) {
   EXPECT_EQ(ranges.pieces(), 1u);
 }
 
+// A restore adds each position's count in position order: equal counts
+// merge into one piece, others append; counts saturate.
+TEST(HitRangesTest, CountsAddedInPositionOrderMerge) {
+  HitRanges ranges;
+  for (uint32_t p = 0; p < 100; ++p) ranges.Add(p, p + 1, 3);
+  ranges.Add(100, 101, 4);
+  ranges.Add(105, 106, 4);
+  EXPECT_EQ(ranges.pieces(), 3u);
+  EXPECT_EQ(ranges.Over(0, 200).hits, 300u + 8u);
+  EXPECT_EQ(ranges.Over(0, 200).hit_blocks, 102u);
+  ranges.Add(0, 1, ~0u);
+  EXPECT_EQ(ranges.Over(0, 1).hits, uint64_t{~0u});
+}
+
 TEST(HitRangesTest, EmptyAndOutOfRangeCallsChangeNothing) {
   HitRanges ranges;
   ranges.AddOne(5, 5);
+  ranges.Add(2, 9, 0);
   ranges.Clear(3);
   EXPECT_TRUE(ranges.empty());
   EXPECT_EQ(ranges.Over(0, 10).hits, 0u);

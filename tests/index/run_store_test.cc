@@ -4,8 +4,11 @@
 // length, so runs cross pages (16 entries) and bit words (64); stores come
 // as an engine sends them (each piece an owner lacks, parented on the block
 // before) and as pieces without their parent in any order, removals in
-// random batches with keys never stored among them. After every step every
-// query and holding must agree; removing everything leaves nothing.
+// random batches with keys never stored among them, owners cleared whole,
+// and the store now and then dumped and restored into a new one (in dump
+// order, which must rebuild the same runs, or shuffled without parents).
+// After every step every query and holding must agree; removing
+// everything leaves nothing.
 #include "index/internal/run_store.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +17,9 @@
 #include <cstdint>
 #include <random>
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -64,7 +69,7 @@ class Differential {
     for (auto [b, e] : pieces) {
       const bool parented = b > 0 && (!orphans || rng() % 2 == 0);
       const auto piece = chain.subspan(b, e - b);
-      store_.Store(kOwners[o], piece, parented ? &chain[b - 1] : nullptr, Stamp(o, piece, /*only_held=*/false));
+      store_->Store(kOwners[o], piece, parented ? &chain[b - 1] : nullptr, Stamp(o, piece, /*only_held=*/false));
     }
   }
 
@@ -72,7 +77,7 @@ class Differential {
   // under other parents).
   void StoreRaw(size_t o, std::span<const uint64_t> keys, const uint64_t* parent) {
     for (uint64_t k : keys) ++held_[o][k];
-    store_.Store(kOwners[o], keys, parent, Stamp(o, keys, /*only_held=*/false));
+    store_->Store(kOwners[o], keys, parent, Stamp(o, keys, /*only_held=*/false));
   }
 
   // One hit on each of `keys` the owner holds.
@@ -84,7 +89,7 @@ class Differential {
       ++hits_[o][k];
     }
     const uint32_t top = Stamp(o, keys, /*only_held=*/true);
-    EXPECT_EQ(store_.AddHits(kOwners[o], keys, top), expected);
+    EXPECT_EQ(store_->AddHits(kOwners[o], keys, top), expected);
   }
 
   // Removes one copy of about a third of the owner's keys.
@@ -98,8 +103,67 @@ class Differential {
     std::vector<uint32_t> expected_stamps, stamps;
     for (uint64_t k : gone) Drop(o, k, &expected_stamps);
     gone.push_back(rng());   // never stored
-    EXPECT_EQ(store_.Remove(kOwners[o], gone, &stamps), expected);
+    EXPECT_EQ(store_->Remove(kOwners[o], gone, &stamps), expected);
     EXPECT_EQ(stamps, expected_stamps);
+  }
+
+  // Drops everything owner o holds.
+  void Clear(size_t o) {
+    std::vector<uint32_t> expected_stamps, stamps;
+    for (const auto& [k, stamp] : stamps_[o]) expected_stamps.push_back(stamp);
+    const size_t expected = held_[o].size();
+    held_[o].clear();
+    hits_[o].clear();
+    stamps_[o].clear();
+    EXPECT_EQ(store_->Clear(kOwners[o], &stamps), expected);
+    std::sort(stamps.begin(), stamps.end());
+    std::sort(expected_stamps.begin(), expected_stamps.end());
+    EXPECT_EQ(stamps, expected_stamps);
+  }
+
+  // Dumps the store and restores the dump into a new one, which replaces
+  // it. In dump order the new store's dump must be the old one's, except
+  // that a key whose parent is not held by anyone (a run's unheld
+  // structure) now starts a run; shuffled without parents, every key is a
+  // run of its own, and only the answers must stay the same.
+  void Reload(bool in_order, std::mt19937_64& rng) {
+    std::vector<RunStore::Holding> rows;
+    store_->ForEachHolding([&](const RunStore::Holding& h) { rows.push_back(h); });
+    std::set<uint64_t> dumped;
+    for (const RunStore::Holding& h : rows) dumped.insert(h.key);
+    std::vector<RunStore::Holding> expected = rows;
+    for (RunStore::Holding& h : expected) {
+      if (h.parent && !dumped.contains(*h.parent)) h.parent.reset();
+    }
+    if (!in_order) {
+      std::shuffle(rows.begin(), rows.end(), rng);
+      for (RunStore::Holding& h : rows) h.parent.reset();
+    }
+    auto fresh = std::make_unique<RunStore>(epoch_);
+    EXPECT_EQ(fresh->Restore(rows), rows.size());
+    EXPECT_EQ(fresh->blocks(), dumped.size());
+    store_ = std::move(fresh);
+    if (!in_order) return;
+    std::vector<RunStore::Holding> got;
+    store_->ForEachHolding([&](const RunStore::Holding& h) { got.push_back(h); });
+    // A key's owners may come in another order (rows join a run as the
+    // restore meets them).
+    auto by_owner = [](std::vector<RunStore::Holding>& v) {
+      for (size_t j = 0; j < v.size();) {
+        size_t e = j;
+        while (e < v.size() && v[e].key == v[j].key) ++e;
+        std::sort(v.begin() + j, v.begin() + e, [](auto& x, auto& y) { return x.owner < y.owner; });
+        j = e;
+      }
+    };
+    by_owner(got);
+    by_owner(expected);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t j = 0; j < got.size(); ++j) {
+      EXPECT_EQ(got[j].key, expected[j].key) << j;
+      EXPECT_EQ(got[j].owner, expected[j].owner) << j;
+      EXPECT_EQ(got[j].parent, expected[j].parent) << j;
+    }
   }
 
   // Removes every copy (a key listed once per copy): nothing may be left.
@@ -110,9 +174,9 @@ class Differential {
       held_[o].clear();
       hits_[o].clear();
       stamps_[o].clear();
-      EXPECT_EQ(store_.Remove(kOwners[o], all), all.size());
+      EXPECT_EQ(store_->Remove(kOwners[o], all), all.size());
     }
-    EXPECT_EQ(store_.blocks(), 0u);
+    EXPECT_EQ(store_->blocks(), 0u);
   }
 
   void ExpectQuery(std::span<const uint64_t> keys) {
@@ -127,7 +191,7 @@ class Differential {
       }
       if (e.blocks > 0) expected.push_back(e);
     }
-    store_.LongestPrefixes(keys, &got_);
+    store_->LongestPrefixes(keys, &got_);
     auto by_owner = [](const RunStore::OwnerPrefix& a, const RunStore::OwnerPrefix& b) { return a.owner < b.owner; };
     std::sort(expected.begin(), expected.end(), by_owner);
     std::sort(got_.begin(), got_.end(), by_owner);
@@ -173,7 +237,7 @@ class Differential {
       if (!admitted(owner)) return std::nullopt;
       return RunStore::OwnerClass{OwnerSource(owner), OwnerTier(owner) == 0};
     };
-    store_.SourcePrefixes(keys, classify, &sources_);
+    store_->SourcePrefixes(keys, classify, &sources_);
     ASSERT_EQ(sources_.size(), expected.size());
     for (const RunStore::SourcePrefix& got : sources_) {
       ASSERT_TRUE(expected.contains(got.source)) << "source " << got.source;
@@ -191,10 +255,10 @@ class Differential {
     for (size_t o = 0; o < kNumOwners; ++o) {
       for (const auto& [k, copies] : held_[o]) {
         auto h = hits_[o].find(k);
-        expected[{k, kOwners[o]}] = {k, kOwners[o], copies, h == hits_[o].end() ? 0 : h->second, stamps_[o].at(k)};
+        expected[{k, kOwners[o]}] = {k, kOwners[o], copies, h == hits_[o].end() ? 0 : h->second, stamps_[o].at(k), std::nullopt};
       }
     }
-    store_.ForEachHolding([&](const RunStore::Holding& row) {
+    store_->ForEachHolding([&](const RunStore::Holding& row) {
       EXPECT_TRUE(got.emplace(std::pair{row.key, row.owner}, row).second) << "listed twice: " << row.key;
     });
     ASSERT_EQ(got.size(), expected.size());
@@ -216,7 +280,7 @@ class Differential {
       std::vector<uint64_t> expected;
       for (size_t j = 0; j < std::min(n, aged.size()); ++j) expected.push_back(aged[j].second);
       std::vector<uint64_t> got;
-      store_.Coldest(kOwners[o], n, &got);
+      store_->Coldest(kOwners[o], n, &got);
       EXPECT_EQ(got, expected) << "owner " << kOwners[o];
     }
   }
@@ -224,14 +288,14 @@ class Differential {
   void ExpectHoldings(std::span<const uint64_t> some_keys) const {
     size_t all = 0;
     for (const auto& h : held_) all += h.size();
-    EXPECT_EQ(store_.HeldByAll(), all);
+    EXPECT_EQ(store_->HeldByAll(), all);
     for (size_t o = 0; o < kNumOwners; ++o) {
-      EXPECT_EQ(store_.HeldBy(kOwners[o]), held_[o].size());
+      EXPECT_EQ(store_->HeldBy(kOwners[o]), held_[o].size());
       for (uint64_t k : some_keys) {
         auto it = held_[o].find(k);
-        EXPECT_EQ(store_.Copies(kOwners[o], k), it == held_[o].end() ? 0u : it->second);
+        EXPECT_EQ(store_->Copies(kOwners[o], k), it == held_[o].end() ? 0u : it->second);
         auto stamp = stamps_[o].find(k);
-        EXPECT_EQ(store_.Stamp(kOwners[o], k),
+        EXPECT_EQ(store_->Stamp(kOwners[o], k),
                   stamp == stamps_[o].end() ? std::nullopt : std::optional<uint32_t>(stamp->second));
       }
     }
@@ -259,7 +323,7 @@ class Differential {
   }
 
   EpochDomain epoch_;
-  RunStore store_{epoch_};
+  std::unique_ptr<RunStore> store_ = std::make_unique<RunStore>(epoch_);
   std::map<uint64_t, uint32_t> held_[kNumOwners];   // copies
   std::map<uint64_t, uint64_t> hits_[kNumOwners];
   std::map<uint64_t, uint32_t> stamps_[kNumOwners];
@@ -281,6 +345,8 @@ void RunRandomSteps(bool orphans) {
       const size_t end = begin + 1 + rng() % (chain.size() - begin);
       if (rng() % 4 == 0) {
         d.RemoveSome(o, rng);
+      } else if (rng() % 30 == 0) {
+        d.Clear(o);
       } else if (rng() % 3 == 0) {   // a request that hit a prefix of the chain
         d.AddHits(o, std::span<const uint64_t>(chain).first(end));
       } else if (rng() % 8 == 0) {   // a second physical copy of a whole piece
@@ -299,6 +365,7 @@ void RunRandomSteps(bool orphans) {
         if (::testing::Test::HasFailure()) return;
       }
       d.ExpectHoldings(chain);
+      if (step % 60 == 30) d.Reload(/*in_order=*/step % 120 == 30, rng);
       if (step % 25 == 0) {
         d.ExpectAllHoldings();
         d.ExpectColdest(step % 50 == 0 ? 7 : 100000);
@@ -347,6 +414,51 @@ TEST(RunStoreTest, AgreesWithModelOnKeysThatAreNotChains) {
   }
   d.ExpectAllHoldings();
   d.RemoveAll();
+}
+
+// Restore stops at a row whose owner already holds its key and reports
+// the rows applied before it; those stay fully indexed.
+TEST(RunStoreTest, RestoreStopsAtADuplicate) {
+  EpochDomain epoch;
+  RunStore store(epoch);
+  const uint32_t owner = OwnerKey(0, 0, 0);
+  const RunStore::Holding rows[] = {{1, owner, 2, 5, 9, std::nullopt},
+                                    {2, owner, 1, 0, 8, 1},
+                                    {1, owner, 1, 0, 7, std::nullopt},
+                                    {3, owner, 1, 0, 6, 2}};
+  EXPECT_EQ(store.Restore(rows), 2u);
+  EXPECT_EQ(store.Copies(owner, 1), 2u);
+  EXPECT_EQ(store.Stamp(owner, 2), std::optional<uint32_t>(8));
+  EXPECT_EQ(store.Copies(owner, 3), 0u);
+  const uint64_t query[] = {1, 2, 3};
+  std::vector<RunStore::OwnerPrefix> got;
+  store.LongestPrefixes(query, &got);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].blocks, 2u);
+  EXPECT_EQ(got[0].hits, 5u);
+}
+
+// An owner that keeps joining and leaving runs: the list of runs Clear
+// visits is compacted, so memory does not grow with the churn.
+TEST(RunStoreTest, AnOwnersRunListStaysBoundedUnderChurn) {
+  EpochDomain epoch;
+  RunStore store(epoch);
+  const uint32_t owner = OwnerKey(3, 0, 0), other = OwnerKey(4, 0, 0);
+  const uint64_t kept[] = {1000000};
+  store.Store(other, kept, nullptr, 1);   // the store is never empty
+  size_t after_warmup = 0;
+  for (uint64_t round = 0; round < 20000; ++round) {
+    const uint64_t keys[] = {round * 3 + 1, round * 3 + 2, round * 3 + 3};
+    store.Store(owner, keys, nullptr, static_cast<uint32_t>(round));
+    EXPECT_EQ(store.Remove(owner, keys), 3u);
+    if (round == 1000) after_warmup = store.MemoryBytes();
+  }
+  EXPECT_LE(store.MemoryBytes(), after_warmup + 1024);
+  store.Store(owner, kept, nullptr, 1);
+  EXPECT_EQ(store.Clear(owner), 1u);
+  EXPECT_EQ(store.Clear(owner), 0u);
+  EXPECT_EQ(store.Clear(OwnerKey(9, 0, 0)), 0u);   // never seen
+  EXPECT_EQ(store.HeldBy(other), 1u);
 }
 
 TEST(RunStoreTest, AnUnknownParentStartsARun) {
