@@ -1,5 +1,6 @@
 #include "index/internal/hit_view.h"
 
+#include <algorithm>
 #include <new>
 
 namespace kvidx::internal {
@@ -18,7 +19,7 @@ const HitView* HitView::Build(std::span<const std::pair<uint32_t, const HitRange
   for (uint32_t i = 0; i < n; ++i) {
     const std::span<const HitRanges::Piece> all = owners[i].second->all();
     out[i] = Owner{owners[i].first, first, static_cast<uint32_t>(all.size())};
-    for (const HitRanges::Piece& p : all) piece[first++] = p;
+    for (const HitRanges::Piece& p : all) piece[first++] = {p.begin, p.end, std::min(p.count, kMaxViewedHits)};
   }
   return v;
 }

@@ -9,6 +9,10 @@
 // full-report re-announcements and removals, far less often than queries
 // read them, and a run has a few pieces per owner with hits.
 //
+// Readers see each position's count saturated at kMaxViewedHits, as the
+// index reports hits over a prefix (prefix_match.h); exact counts stay in
+// the writer's ranges.
+//
 // Readers: any thread (Over). Build and Delete: the writer.
 #pragma once
 
@@ -21,6 +25,8 @@
 
 namespace kvidx::internal {
 
+inline constexpr uint32_t kMaxViewedHits = 255;
+
 class HitView {
  public:
   // A view of `owners` (owner, its ranges; ranges not empty); null when
@@ -28,7 +34,7 @@ class HitView {
   static const HitView* Build(std::span<const std::pair<uint32_t, const HitRanges*>> owners);
   static void Delete(void* view);
 
-  // `owner`'s counts over [begin, end).
+  // `owner`'s counts over [begin, end), each saturated at kMaxViewedHits.
   HitRanges::Sum Over(uint32_t owner, uint32_t begin, uint32_t end) const;
   size_t bytes() const { return BytesFor(owners_, pieces_); }
 

@@ -90,9 +90,10 @@ void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<Owner
 
 // ---------------------------------------------------------------- writer
 
-void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent, uint32_t top) {
+void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent, uint32_t top,
+                     StoreRule rule, KeyNote* notes) {
   Place at;   // the last block stored or found: the chain continues after it
-  Batch batch, extra;
+  Batch batch, extra, hits;
   if (parent != nullptr) {
     const uint32_t id = Find(*parent);
     if (id != kNone) at = PlaceOf(id);
@@ -100,13 +101,15 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
   HashRing ring;
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint64_t key = keys[i];
+    const uint32_t stamp = top - static_cast<uint32_t>(i);
+    KeyNote* const note = notes == nullptr ? nullptr : &notes[i];
     StartAhead(keys, i, ring);
     if (at.run != kNone && at.pos + 1 < RunAt(at.run).len()) {
       const Place next = Next(at);
       if (KeyOf(next.id) == key) {
         at = next;
-        AddCopy(at, owner, extra);
-        Batched(batch, at, top - static_cast<uint32_t>(i), owner, /*hit=*/false);
+        Count(at, owner, rule, batch, extra, hits, note);
+        Batched(batch, at, stamp, owner, /*hit=*/false);
         continue;
       }
     }
@@ -120,28 +123,51 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
       const bool extend = at.run != kNone && at.pos + 1 == RunAt(at.run).len();
       at = Append(extend ? at.run : NewRun(), key, hash, free_slot);
     }
-    AddCopy(at, owner, extra);
-    Batched(batch, at, top - static_cast<uint32_t>(i), owner, /*hit=*/false);
+    Count(at, owner, rule, batch, extra, hits, note);
+    Batched(batch, at, stamp, owner, /*hit=*/false);
   }
   Apply(batch, owner, /*hit=*/false);
-  ApplyExtra(extra, owner);
+  ApplyCounts(extra, owner, &OwnerRanges::extra);
+  ApplyCounts(hits, owner, &OwnerRanges::hits);
   Finish();
 }
 
-void RunStore::AddCopy(const Place& at, uint32_t owner, Batch& extra) {
-  if (Hold(RunAt(at.run), at, owner)) return;
-  if (extra.run == at.run && at.pos == extra.end) {
-    ++extra.end;
-    return;
+void RunStore::Count(const Place& at, uint32_t owner, StoreRule rule, const Batch& stamps, Batch& extra,
+                     Batch& hits, KeyNote* note) {
+  const bool fresh = Hold(RunAt(at.run), at, owner);
+  if (note != nullptr) {
+    if (fresh) {
+      *note = KeyNote{KeyNote::kNew, 0};
+    } else {
+      // A key repeated within the store may still have its stamp pending.
+      const bool pending = stamps.run == at.run && stamps.begin <= at.pos && at.pos < stamps.end;
+      const OwnerRanges* r = pending ? nullptr : RangesOf(RunAt(at.run), owner);
+      const uint32_t old = pending ? stamps.top - (at.pos - stamps.begin)
+                                   : (r == nullptr ? 0 : r->stamps.At(at.pos).value_or(0));
+      *note = KeyNote{rule.held_hit ? KeyNote::kHit : KeyNote::kCopy, old};
+    }
   }
-  ApplyExtra(extra, owner);
-  extra = Batch{at.run, at.pos, at.pos + 1, 0};
+  if (fresh ? rule.new_hit : rule.held_hit) {
+    AddTo(hits, at, owner, &OwnerRanges::hits);
+  } else if (!fresh) {
+    AddTo(extra, at, owner, &OwnerRanges::extra);
+  }
 }
 
-void RunStore::ApplyExtra(Batch& extra, uint32_t owner) {
-  if (extra.run == kNone) return;
-  RangesFor(RunAt(extra.run), owner).extra.AddOne(extra.begin, extra.end);
-  extra.run = kNone;
+void RunStore::AddTo(Batch& batch, const Place& at, uint32_t owner, HitRanges OwnerRanges::*which) {
+  if (batch.run == at.run && at.pos == batch.end) {
+    ++batch.end;
+    return;
+  }
+  ApplyCounts(batch, owner, which);
+  batch = Batch{at.run, at.pos, at.pos + 1, 0};
+}
+
+void RunStore::ApplyCounts(Batch& batch, uint32_t owner, HitRanges OwnerRanges::*which) {
+  if (batch.run == kNone) return;
+  (RangesFor(RunAt(batch.run), owner).*which).AddOne(batch.begin, batch.end);
+  if (which == &OwnerRanges::hits) hits_dirty_.push_back(batch.run);
+  batch.run = kNone;
 }
 
 bool RunStore::HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t row) {
@@ -170,20 +196,30 @@ void RunStore::Joined(uint32_t owner, uint32_t run) {
   OwnerRuns& o = owner_runs_[owner];
   o.runs.push_back(run);
   if (o.runs.size() < o.compact_at) return;
-  std::sort(o.runs.begin(), o.runs.end());
-  o.runs.erase(std::unique(o.runs.begin(), o.runs.end()), o.runs.end());
-  std::erase_if(o.runs, [&](uint32_t r) {
-    const HolderBlock* h = RunAt(r).block();
-    return h == nullptr || h->Find(owner) == HolderBlock::kNoRow;
-  });
+  o.runs = RunsOf(owner);
   o.compact_at = std::max<size_t>(16, 2 * o.runs.size());
 }
 
-size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, std::vector<uint32_t>* gone) {
+std::vector<uint32_t> RunStore::RunsOf(uint32_t owner) {
+  auto it = owner_runs_.find(owner);
+  if (it == owner_runs_.end()) return {};
+  std::vector<uint32_t> runs = std::move(it->second.runs);
+  std::sort(runs.begin(), runs.end());
+  runs.erase(std::unique(runs.begin(), runs.end()), runs.end());
+  std::erase_if(runs, [&](uint32_t r) {
+    const HolderBlock* h = RunAt(r).block();
+    return h == nullptr || h->Find(owner) == HolderBlock::kNoRow;
+  });
+  return runs;
+}
+
+size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, KeyNote* notes) {
   touched_.clear();
   size_t held = 0;
   HashRing ring;
   for (size_t i = 0; i < keys.size(); ++i) {
+    KeyNote* const note = notes == nullptr ? nullptr : &notes[i];
+    if (note != nullptr) *note = KeyNote{};
     StartAhead(keys, i, ring);
     const uint32_t id = Find(keys[i], ring[i % kRing]);
     if (id == kNone) continue;
@@ -192,11 +228,12 @@ size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, std::vec
     OwnerRanges* ranges = RangesOf(run, owner);
     if (ranges != nullptr && ranges->ExtraAt(at.pos) > 0) {
       ranges->extra.SubOne(at.pos);
+      if (note != nullptr) *note = KeyNote{KeyNote::kRemovedCopy, ranges->stamps.At(at.pos).value_or(0)};
       ++held;
       continue;
     }
     if (!Unhold(run, at, owner)) continue;
-    Forget(run, at.run, ranges, at.pos, gone);
+    Forget(run, at.run, ranges, at.pos, note);
     ++held;
     if (touched_.empty() || touched_.back() != at.run) touched_.push_back(at.run);
   }
@@ -226,18 +263,13 @@ size_t RunStore::AddHits(uint32_t owner, std::span<const uint64_t> keys, uint32_
 }
 
 size_t RunStore::Clear(uint32_t owner, std::vector<uint32_t>* gone) {
-  auto it = owner_runs_.find(owner);
-  if (it == owner_runs_.end()) return 0;
-  std::vector<uint32_t> runs = std::move(it->second.runs);
-  owner_runs_.erase(it);
-  std::sort(runs.begin(), runs.end());
-  runs.erase(std::unique(runs.begin(), runs.end()), runs.end());
+  const std::vector<uint32_t> runs = RunsOf(owner);
+  owner_runs_.erase(owner);
   size_t held = 0;
   for (uint32_t run_id : runs) {
     Run& run = RunAt(run_id);
     HolderBlock* h = run.block();
-    const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
-    if (row == HolderBlock::kNoRow) continue;   // left since it joined
+    const uint32_t row = h->Find(owner);
     held += h->held(row);
     if (OwnerRanges* r = RangesOf(run, owner)) {
       for (uint32_t w = 0; gone != nullptr && w < h->words(); ++w) {
@@ -256,6 +288,44 @@ size_t RunStore::Clear(uint32_t owner, std::vector<uint32_t>* gone) {
   }
   Finish();
   return held;
+}
+
+void RunStore::Rebase(uint32_t owner, uint32_t base, std::vector<uint32_t>* stamps) {
+  std::vector<uint32_t> runs = RunsOf(owner);
+  for (uint32_t run_id : runs) {
+    Run& run = RunAt(run_id);
+    const HolderBlock* h = run.block();
+    const uint32_t row = h->Find(owner);
+    OwnerRanges* r = RangesOf(run, owner);
+    if (r != nullptr) r->stamps.Rebase(base);
+    for (uint32_t w = 0; w < h->words(); ++w) {
+      for (uint64_t bits = h->word(row, w); bits != 0; bits &= bits - 1) {
+        const uint32_t pos = w * 64 + static_cast<uint32_t>(std::countr_zero(bits));
+        stamps->push_back(r == nullptr ? 0 : r->stamps.At(pos).value_or(0));
+      }
+    }
+  }
+  owner_runs_[owner].runs = std::move(runs);
+}
+
+void RunStore::Owners(std::vector<uint32_t>* out) const {
+  out->clear();
+  for (const auto& [owner, runs] : owner_runs_) out->push_back(owner);
+}
+
+void RunStore::HoldingsOf(uint64_t key, std::vector<Holding>* out) const {
+  out->clear();
+  const uint32_t id = Find(key);
+  if (id == kNone) return;
+  const Place at = PlaceOf(id);
+  const Run& run = RunAt(at.run);
+  const HolderBlock* h = run.block();
+  const std::optional<uint64_t> parent =
+      at.pos == 0 ? std::nullopt : std::optional(KeyOf(EntryAt(at.run, at.pos - 1)));
+  for (uint32_t row = 0; h != nullptr && row < h->count(); ++row) {
+    if (!h->Has(row, at.pos)) continue;
+    out->push_back(HoldingAt(run, h->owner(row), at.pos, key, parent));
+  }
 }
 
 size_t RunStore::Restore(std::span<const Holding> rows) {
@@ -326,11 +396,10 @@ RunStore::OwnerRanges& RunStore::RangesFor(Run& run, uint32_t owner) {
   return run.ranges.emplace_back(OwnerRanges{owner, {}, {}, {}});
 }
 
-void RunStore::Forget(Run& run, uint32_t run_id, OwnerRanges* ranges, uint32_t pos, std::vector<uint32_t>* gone) {
+void RunStore::Forget(Run& run, uint32_t run_id, OwnerRanges* ranges, uint32_t pos, KeyNote* note) {
+  if (note != nullptr) *note = KeyNote{KeyNote::kRemovedLast, 0};
   if (ranges == nullptr) return;
-  if (gone != nullptr) {
-    if (const std::optional<uint32_t> stamp = ranges->stamps.At(pos)) gone->push_back(*stamp);
-  }
+  if (note != nullptr) note->stamp = ranges->stamps.At(pos).value_or(0);
   ranges->stamps.Clear(pos);
   if (!ranges->hits.empty()) {
     ranges->hits.Clear(pos);

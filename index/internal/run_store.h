@@ -72,6 +72,30 @@ namespace kvidx::internal {
 inline constexpr uint32_t kRunPageBits = 4;
 inline constexpr uint32_t kRunPage = 1u << kRunPageBits;   // entries per page
 
+// What a run store write did to each of its keys, in the write's order: the
+// caller's counters and recency ranks. `stamp` is the owner's stamp
+// before the write (kCopy, kHit, kRemoved*; 0 if it had none).
+struct KeyNote {
+  enum Kind : uint8_t {
+    kNone,          // a removal of a key the owner does not hold
+    kNew,           // a store of a key the owner did not hold
+    kCopy,          // a store of a held key: one more copy
+    kHit,           // a store of a held key counted as a hit (StoreRule)
+    kRemovedCopy,   // one copy went, others remain
+    kRemovedLast,   // the last copy went: the key left the owner
+  };
+  Kind kind = kNone;
+  uint32_t stamp = 0;
+};
+// How a store counts its keys. `held_hit`: a key the owner holds gains a
+// hit instead of a copy (a full-report re-announcement); `new_hit`: a
+// key it does not hold arrives with one hit (a declared reuse of a block
+// whose store was missed).
+struct StoreRule {
+  bool held_hit = false;
+  bool new_hit = false;
+};
+
 class RunStore {
  public:
   // `epoch` retires what the store replaces; it must outlive the store's
@@ -83,15 +107,17 @@ class RunStore {
 
   // One BlockStored of `owner`: `keys` follow `parent` (nullptr: none; a
   // parent that is not indexed is treated as none). Each listed key gains
-  // one copy for the owner (vLLM sends one BlockStored per physical copy)
-  // and the recency stamp `top - i` (keys[i]; earlier blocks newer).
-  void Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent, uint32_t top);
+  // one copy for the owner (vLLM sends one BlockStored per physical copy),
+  // or a hit as `rule` says, and the recency stamp `top - i` (keys[i];
+  // earlier blocks newer). With `notes`, notes[i] says what keys[i] did.
+  void Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent, uint32_t top,
+             StoreRule rule = {}, KeyNote* notes = nullptr);
   // One BlockRemoved of `owner`: each listed key loses one copy, and stops
-  // being held when its last goes; with `gone`, the stamps of those that
-  // stopped are appended to it (the eviction-rank input). Returns how many
-  // of `keys` had a copy to lose; the others change nothing (the caller's
-  // remove_unknown drift).
-  size_t Remove(uint32_t owner, std::span<const uint64_t> keys, std::vector<uint32_t>* gone = nullptr);
+  // being held when its last goes. With `notes`, notes[i] says what
+  // keys[i] did (with the stamp of a key that left: the eviction-rank
+  // input). Returns how many of `keys` had a copy to lose; the others
+  // change nothing (the caller's remove_unknown drift).
+  size_t Remove(uint32_t owner, std::span<const uint64_t> keys, KeyNote* notes = nullptr);
 
   // One engine-confirmed hit (a full-report re-announcement) on each
   // listed key the owner holds, which also takes the stamp `top - i`.
@@ -103,11 +129,20 @@ class RunStore {
   // Returns how many keys it held. O(runs the owner joined + its keys).
   size_t Clear(uint32_t owner, std::vector<uint32_t>* gone = nullptr);
 
+  // The owner's stamps move down by `base` (older ones become 0: a clock
+  // rebase); the new stamp of every key it holds is appended to `stamps`.
+  // O(runs the owner joined + its keys).
+  void Rebase(uint32_t owner, uint32_t base, std::vector<uint32_t>* stamps);
+
+  // Owners that joined a run since they were last cleared (some may hold
+  // nothing now), in no particular order.
+  void Owners(std::vector<uint32_t>* out) const;
+
   // --- Readers (any thread, inside a ReadGuard of the store's domain)
   struct OwnerPrefix {
     uint32_t owner;
     uint32_t blocks;          // leading keys of the query the owner holds, >= 1
-    uint64_t hits = 0;        // summed over those blocks
+    uint64_t hits = 0;        // summed over those blocks, each block's count saturated at 255
     uint32_t hit_blocks = 0;  // those of them with a hit
   };
   // Every owner holding keys[0], with the longest prefix of `keys` it
@@ -129,7 +164,7 @@ class RunStore {
     uint32_t source;
     uint32_t any_blocks = 0;   // leading keys held in any admitted tier, >= 1
     uint32_t gpu_blocks = 0;   // leading keys held on GPU
-    uint64_t hits = 0;         // over the GPU prefix
+    uint64_t hits = 0;         // over the GPU prefix (each block's count saturated at 255)
     uint32_t hit_blocks = 0;
   };
   // Every source whose admitted owners hold keys[0], in no particular
@@ -157,6 +192,9 @@ class RunStore {
   // order, owners in each run's order. O(runs + holdings).
   template <typename Fn>
   void ForEachHolding(Fn fn) const;
+  // Every owner's holding of `key` (none when it is not indexed), in the
+  // run's owner order; `out` is cleared first.
+  void HoldingsOf(uint64_t key, std::vector<Holding>* out) const;
 
   // Holds each row's key for its owner with the row's copies, hits and
   // stamp, placing a key not yet indexed after its parent when the parent
@@ -306,10 +344,17 @@ class RunStore {
   uint32_t EntryAt(uint32_t run, uint32_t pos) const;
   // Appends `key` (not indexed) to run `run`; its place.
   Place Append(uint32_t run, uint64_t key, uint64_t hash, uint32_t free_slot);
-  // One more copy of the entry at `at` for `owner`; a copy beyond the
-  // first joins `extra` (positions of one run, counted when it is applied).
-  void AddCopy(const Place& at, uint32_t owner, Batch& extra);
-  void ApplyExtra(Batch& extra, uint32_t owner);
+  // A store's count on the entry at `at` for `owner`, as `rule` says: a
+  // hold, a copy beyond the first (joins `extra`) or a hit (joins `hits`);
+  // batches are positions of one run, counted when applied. `stamps` is
+  // the store's pending stamp batch (a repeated key's old stamp may be in
+  // it). Fills `note` when given.
+  void Count(const Place& at, uint32_t owner, StoreRule rule, const Batch& stamps, Batch& extra, Batch& hits,
+             KeyNote* note);
+  // One more count over the batch's positions in the owner's `which`.
+  void ApplyCounts(Batch& batch, uint32_t owner, HitRanges OwnerRanges::*which);
+  // Adds `at` to `batch` (applied first when `at` does not continue it).
+  void AddTo(Batch& batch, const Place& at, uint32_t owner, HitRanges OwnerRanges::*which);
   // Sets / clears the owner's hold on `at`; false if it already was / was
   // not held. Clear drops the owner's row when it held nothing else.
   // Inline: a store or removal calls one per block, and the usual case
@@ -334,6 +379,17 @@ class RunStore {
   // Hold when the block needs a row for the owner or more words (`row`:
   // the owner's, or kNoRow).
   bool HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t row);
+  // The owner's holding of position `pos` (key `key`) of `run`.
+  Holding HoldingAt(const Run& run, uint32_t owner, uint32_t pos, uint64_t key,
+                    std::optional<uint64_t> parent) const {
+    Holding out{key, owner, 1, 0, std::nullopt, parent};
+    if (const OwnerRanges* r = RangesOf(run, owner)) {
+      out.copies += r->ExtraAt(pos);
+      out.hits = r->hits.Over(pos, pos + 1).hits;
+      out.stamp = r->stamps.At(pos);
+    }
+    return out;
+  }
   // The owner's ranges in `run`, or null / added.
   static const OwnerRanges* RangesOf(const Run& run, uint32_t owner);
   static OwnerRanges* RangesOf(Run& run, uint32_t owner) {
@@ -345,9 +401,11 @@ class RunStore {
   void Batched(Batch& batch, const Place& at, uint32_t stamp, uint32_t owner, bool hit);
   void Apply(Batch& batch, uint32_t owner, bool hit);
   // Position `pos` of `run` left `owner`: its hits and stamp go; the stamp
-  // is appended to `gone` when given.
-  // `ranges` are the owner's in `run` (run id `run_id`), or null.
-  void Forget(Run& run, uint32_t run_id, OwnerRanges* ranges, uint32_t pos, std::vector<uint32_t>* gone);
+  // is noted in `note` when given. `ranges` are the owner's in `run` (run
+  // id `run_id`), or null.
+  void Forget(Run& run, uint32_t run_id, OwnerRanges* ranges, uint32_t pos, KeyNote* note);
+  // The owner's runs, deduplicated, with those it left dropped.
+  std::vector<uint32_t> RunsOf(uint32_t owner);
   // A write's key hashes, each computed once when its lookup is started
   // (kRing > the furthest stage ahead).
   static constexpr size_t kRing = 16;
@@ -427,14 +485,7 @@ void RunStore::ForEachHolding(Fn fn) const {
       const uint64_t key = KeyOf(id);
       for (uint32_t row = 0; row < h->count(); ++row) {
         if (!h->Has(row, pos)) continue;
-        const uint32_t owner = h->owner(row);
-        Holding out{key, owner, 1, 0, std::nullopt, parent};
-        if (const OwnerRanges* r = RangesOf(run, owner)) {
-          out.copies += r->ExtraAt(pos);
-          out.hits = r->hits.Over(pos, pos + 1).hits;
-          out.stamp = r->stamps.At(pos);
-        }
-        fn(out);
+        fn(HoldingAt(run, h->owner(row), pos, key, parent));
       }
       parent = key;
     });

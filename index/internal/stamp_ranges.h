@@ -57,6 +57,21 @@ class StampRanges {
     }
   }
 
+  // Every stamp moves down by `base`; stamps <= base become 0 (a clock
+  // rebase folds the oldest into "ancient"). A zero stamp cannot continue
+  // a descent, so each becomes a piece of its own: rebases keep the newest
+  // stamps, and few blocks live long enough to be folded.
+  void Rebase(uint32_t base) {
+    std::vector<Piece> out;
+    out.reserve(pieces_.size());
+    for (const Piece& p : pieces_) {
+      const uint32_t live = p.top > base ? std::min(p.end - p.begin, p.top - base) : 0;   // positions kept > 0
+      if (live > 0) out.push_back(Piece{p.begin, p.begin + live, p.top - base});
+      for (uint32_t pos = p.begin + live; pos < p.end; ++pos) out.push_back(Piece{pos, pos + 1, 0});
+    }
+    pieces_.swap(out);
+  }
+
   // The stamp of `pos`, if it has one.
   std::optional<uint32_t> At(uint32_t pos) const {
     auto it = std::upper_bound(pieces_.begin(), pieces_.end(), pos,

@@ -125,5 +125,18 @@ TEST(HitViewTest, SumsEachOwnersRangesLikeTheRangesThemselves) {
   EXPECT_EQ(HitView::Build({}), nullptr);
 }
 
+// Readers see counts saturated per position, as FindPrefix reports them.
+TEST(HitViewTest, SaturatesEachPositionsCount) {
+  HitRanges ranges;
+  ranges.Add(0, 4, 300);
+  ranges.Add(4, 6, 7);
+  const std::pair<uint32_t, const HitRanges*> owners[] = {{1, &ranges}};
+  const HitView* view = HitView::Build(owners);
+  EXPECT_EQ(view->Over(1, 0, 6).hits, 4u * kMaxViewedHits + 2u * 7u);
+  EXPECT_EQ(view->Over(1, 0, 6).hit_blocks, 6u);
+  EXPECT_EQ(ranges.Over(0, 6).hits, 4u * 300u + 2u * 7u);   // the writer's stay exact
+  HitView::Delete(const_cast<HitView*>(view));
+}
+
 }  // namespace
 }  // namespace kvidx::internal

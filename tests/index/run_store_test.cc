@@ -74,10 +74,39 @@ class Differential {
   }
 
   // Stores `keys` as one event, whatever they are (repeats, keys seen
-  // under other parents).
-  void StoreRaw(size_t o, std::span<const uint64_t> keys, const uint64_t* parent) {
-    for (uint64_t k : keys) ++held_[o][k];
-    store_->Store(kOwners[o], keys, parent, Stamp(o, keys, /*only_held=*/false));
+  // under other parents), counted as `rule` says; each key's note must
+  // say what it did.
+  void StoreRaw(size_t o, std::span<const uint64_t> keys, const uint64_t* parent, StoreRule rule = {}) {
+    const uint32_t top = clock_ += static_cast<uint32_t>(keys.size()) + 1;
+    std::vector<KeyNote> expected(keys.size()), notes(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const uint64_t k = keys[i];
+      auto h = held_[o].find(k);
+      if (h == held_[o].end()) {
+        held_[o][k] = 1;
+        if (rule.new_hit) ++hits_[o][k];
+        expected[i] = KeyNote{KeyNote::kNew, 0};
+      } else {
+        expected[i] = KeyNote{rule.held_hit ? KeyNote::kHit : KeyNote::kCopy, stamps_[o][k]};
+        rule.held_hit ? ++hits_[o][k] : ++h->second;
+      }
+      stamps_[o][k] = top - static_cast<uint32_t>(i);
+    }
+    store_->Store(kOwners[o], keys, parent, top, rule, notes.data());
+    ExpectNotes(notes, expected);
+  }
+
+  // Moves owner o's stamps down by `base`, as a clock rebase does.
+  void Rebase(size_t o, uint32_t base) {
+    std::vector<uint32_t> expected, got;
+    for (auto& [k, stamp] : stamps_[o]) {
+      stamp = stamp > base ? stamp - base : 0;
+      expected.push_back(stamp);
+    }
+    store_->Rebase(kOwners[o], base, &got);
+    std::sort(expected.begin(), expected.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, expected);
   }
 
   // One hit on each of `keys` the owner holds.
@@ -100,11 +129,12 @@ class Differential {
     }
     std::shuffle(gone.begin(), gone.end(), rng);
     const size_t expected = gone.size();
-    std::vector<uint32_t> expected_stamps, stamps;
-    for (uint64_t k : gone) Drop(o, k, &expected_stamps);
+    std::vector<KeyNote> expected_notes, notes(gone.size() + 1);
+    for (uint64_t k : gone) expected_notes.push_back(Drop(o, k));
     gone.push_back(rng());   // never stored
-    EXPECT_EQ(store_->Remove(kOwners[o], gone, &stamps), expected);
-    EXPECT_EQ(stamps, expected_stamps);
+    expected_notes.push_back(KeyNote{});
+    EXPECT_EQ(store_->Remove(kOwners[o], gone, notes.data()), expected);
+    ExpectNotes(notes, expected_notes);
   }
 
   // Drops everything owner o holds.
@@ -186,7 +216,7 @@ class Differential {
       for (; e.blocks < keys.size() && held_[o].contains(keys[e.blocks]); ++e.blocks) {
         auto h = hits_[o].find(keys[e.blocks]);
         if (h == hits_[o].end()) continue;
-        e.hits += h->second;
+        e.hits += std::min<uint64_t>(h->second, kMaxViewedHits);
         ++e.hit_blocks;
       }
       if (e.blocks > 0) expected.push_back(e);
@@ -227,7 +257,7 @@ class Differential {
         for (; e.gpu_blocks < keys.size() && holds(o, keys[e.gpu_blocks]); ++e.gpu_blocks) {
           auto h = hits_[o].find(keys[e.gpu_blocks]);
           if (h == hits_[o].end()) continue;
-          e.hits += h->second;
+          e.hits += std::min<uint64_t>(h->second, kMaxViewedHits);
           ++e.hit_blocks;
         }
       }
@@ -299,17 +329,43 @@ class Differential {
                   stamp == stamps_[o].end() ? std::nullopt : std::optional<uint32_t>(stamp->second));
       }
     }
+    std::vector<RunStore::Holding> rows;
+    for (uint64_t k : some_keys) {
+      store_->HoldingsOf(k, &rows);
+      size_t holders = 0;
+      for (size_t o = 0; o < kNumOwners; ++o) {
+        auto it = held_[o].find(k);
+        if (it == held_[o].end()) continue;
+        ++holders;
+        auto row = std::find_if(rows.begin(), rows.end(), [&](auto& r) { return r.owner == kOwners[o]; });
+        ASSERT_NE(row, rows.end()) << "key " << k << " owner " << kOwners[o];
+        EXPECT_EQ(row->copies, it->second);
+        auto h = hits_[o].find(k);
+        EXPECT_EQ(row->hits, h == hits_[o].end() ? 0u : h->second);
+        EXPECT_EQ(row->stamp, std::optional<uint32_t>(stamps_[o].at(k)));
+      }
+      EXPECT_EQ(rows.size(), holders) << "key " << k;
+    }
   }
 
  private:
-  // One copy of `k` leaves owner o; with its last, its hits go too and its
-  // stamp is appended to `gone`.
-  void Drop(size_t o, uint64_t k, std::vector<uint32_t>* gone) {
-    if (--held_[o][k] > 0) return;
+  // One copy of `k` leaves owner o; with its last, its hits and stamp go
+  // too. What the store must note.
+  KeyNote Drop(size_t o, uint64_t k) {
+    const uint32_t stamp = stamps_[o][k];
+    if (--held_[o][k] > 0) return KeyNote{KeyNote::kRemovedCopy, stamp};
     held_[o].erase(k);
     hits_[o].erase(k);
-    gone->push_back(stamps_[o][k]);
     stamps_[o].erase(k);
+    return KeyNote{KeyNote::kRemovedLast, stamp};
+  }
+
+  static void ExpectNotes(std::span<const KeyNote> got, std::span<const KeyNote> expected) {
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].kind, expected[i].kind) << "key " << i;
+      EXPECT_EQ(got[i].stamp, expected[i].stamp) << "key " << i;
+    }
   }
 
   // An event's stamps: keys[i] (held ones only for a hit) gets top - i,
@@ -349,8 +405,12 @@ void RunRandomSteps(bool orphans) {
         d.Clear(o);
       } else if (rng() % 3 == 0) {   // a request that hit a prefix of the chain
         d.AddHits(o, std::span<const uint64_t>(chain).first(end));
-      } else if (rng() % 8 == 0) {   // a second physical copy of a whole piece
-        d.StoreRaw(o, std::span<const uint64_t>(chain).subspan(begin, end - begin), begin > 0 ? &chain[begin - 1] : nullptr);
+      } else if (rng() % 40 == 0) {
+        d.Rebase(o, static_cast<uint32_t>(rng() % 3000));
+      } else if (rng() % 8 == 0) {   // a second physical copy of a whole piece, or a re-announcement
+        const StoreRule rule{rng() % 2 == 0, rng() % 3 == 0};
+        d.StoreRaw(o, std::span<const uint64_t>(chain).subspan(begin, end - begin), begin > 0 ? &chain[begin - 1] : nullptr,
+                   rule);
       } else {
         d.Store(o, chain, begin, end, orphans, rng);
       }
@@ -400,7 +460,7 @@ TEST(RunStoreTest, AgreesWithModelOnKeysThatAreNotChains) {
     } else {
       const std::vector<uint64_t> keys = random_keys(1 + rng() % 20);
       const uint64_t parent = 1 + rng() % 45;   // sometimes not indexed
-      d.StoreRaw(o, keys, rng() % 2 == 0 ? &parent : nullptr);
+      d.StoreRaw(o, keys, rng() % 2 == 0 ? &parent : nullptr, StoreRule{rng() % 3 == 0, rng() % 3 == 0});
     }
     const std::vector<uint64_t> query = random_keys(rng() % 25);
     d.ExpectQuery(query);
