@@ -5,231 +5,12 @@
 #include <bit>
 #include <unordered_map>
 
-#include "base/mutex.h"
-#include "base/thread_annotations.h"
-#include "index/epoch.h"
-#include "index/internal/lookup_pipeline.h"
-#include "index/internal/ptr_dir.h"
-#include "index/internal/shard.h"
-#include "index/internal/shard_order.h"
-#include "index/record_set.h"
-#include "index/recency.h"
+#include "index/internal/index_state.h"
 
 namespace kvidx {
 
-using internal::AWord;
-using internal::kNoId;
-using internal::kOwnerWords;
-using internal::kShards;
-using internal::Ld;
-using internal::LongQueryPipeline;
-using internal::QueryPipeline;
-using internal::WritePipeline;
-using internal::ShardOrder;
-using internal::kShortQueryBlocks;
-using internal::OwnerCounts;
-using internal::OwnerGroup;
-using internal::OwnerHitsView;
-using internal::OwnerIdentity;
-using internal::OwnerKey;
-using internal::OwnerSource;
-using internal::OwnerStamp;
-using internal::OwnerTier;
-using internal::ProbeKey;
-using internal::Rec;
-using internal::Shard;
-using internal::St;
-
-namespace {
-
-constexpr uint32_t kUnindexedGroup = internal::kMaxOwnerGroups;   // groups >= this are never indexed
-constexpr uint32_t kNoPrimary = 0xFFFFFFFF;
-constexpr uint32_t kClearBatch = 64;              // records per shard-lock hold in ClearSource
-// Stamps are 24-bit. A rebase keeps the newest kStampKeep clock ticks
-// exact and folds anything older into stamp 0 ("ancient": coldest anyway).
-// Stores are applied in steps of at most kStoreStep blocks so that one
-// rebase always makes room.
-constexpr uint64_t kStampLimit = uint64_t{1} << internal::kStampBits;
-constexpr uint64_t kStampKeep = uint64_t{1} << 22;
-constexpr size_t kStoreStep = 1 << 16;
-static_assert(kStampKeep + kStoreStep + 1 < kStampLimit);
-
-// RemoveCopy's note: the owner's stamp, whether a copy went and whether
-// it was the last one.
-constexpr uint32_t kRemovedCopy = 1u << 31;
-constexpr uint32_t kRemovedLast = 1u << 30;
-static_assert(internal::kStampBits <= 30);
-
-// A stamp's value after the clock moved down by `base`.
-inline uint32_t RebaseStamp(uint64_t stamp, uint64_t base) {
-  return stamp > base ? static_cast<uint32_t>(stamp - base) : 0;
-}
-inline uint32_t Saturating(uint64_t v) { return v > 0xFFFFFFFFu ? 0xFFFFFFFFu : static_cast<uint32_t>(v); }
-
-}  // namespace
-
-struct Model {
-  std::string name;
-  ModelOptions options;
-  std::atomic<uint32_t> primary_group{kNoPrimary};
-  std::array<std::atomic<uint64_t>, 4> indexed_groups{};   // bit per group that had an indexed store
-  std::array<Shard, kShards> shards;
-
-  void MarkIndexed(uint32_t g) {
-    indexed_groups[g >> 6].fetch_or(uint64_t{1} << (g & 63), std::memory_order_relaxed);
-  }
-  bool WasIndexed(uint32_t g) const {
-    return (indexed_groups[g >> 6].load(std::memory_order_relaxed) >> (g & 63)) & 1;
-  }
-
-  uint32_t PrimaryGroup() const {
-    uint32_t g = primary_group.load(std::memory_order_relaxed);
-    return g == kNoPrimary ? 0 : g;
-  }
-
-  // After a restore, whose owners carry no group kinds. Without
-  // index_all_groups an owner outside group 0 comes from a full-attention
-  // store, so owners in exactly one such group (and none in group 0) name
-  // the primary group. Any other mix stays unresolved until the next
-  // full-attention store, as on a fresh start.
-  void InferPrimaryGroup() {
-    static_assert(kUnindexedGroup <= 64, "indexed groups of owners fit the first word");
-    if (options.index_all_groups) return;
-    const uint64_t groups = indexed_groups[0].load(std::memory_order_relaxed);
-    if ((groups & 1) != 0 || std::popcount(groups) != 1) return;
-    uint32_t expected = kNoPrimary;
-    primary_group.compare_exchange_strong(expected, static_cast<uint32_t>(std::countr_zero(groups)),
-                                          std::memory_order_relaxed);
-  }
-};
-
-// Per model, per shard, created on first use.
-template <typename T>
-using PerModelShard = std::vector<std::unique_ptr<std::array<T, kShards>>>;
-template <typename T>
-[[gnu::noinline, gnu::cold]] void AddModelShards(PerModelShard<T>& v, ModelId m) {
-  if (v.size() <= m) v.resize(m + 1);
-  if (!v[m]) v[m] = std::make_unique<std::array<T, kShards>>();
-}
-// Per block on stores and removals: the fast path stays small enough to inline.
-template <typename T>
-inline T& AtModelShard(PerModelShard<T>& v, ModelId m, uint32_t shard_idx) {
-  if (v.size() <= m || !v[m]) [[unlikely]] AddModelShards(v, m);
-  return (*v[m])[shard_idx];
-}
-
-// A source's RecencyHistogram (~4 KiB) allocated on its first GPU stamp and
-// freed by Release(), so a source that holds no GPU block, or was removed,
-// costs a pointer. Same calls as the histogram; an absent one is empty.
-class LazyRecencyHistogram {
- public:
-  void Add(uint32_t stamp) {
-    if (!h_) h_ = std::make_unique<internal::RecencyHistogram>();
-    h_->Add(stamp);
-  }
-  void Remove(uint32_t stamp) {
-    if (h_) h_->Remove(stamp);
-  }
-  double Rank(uint32_t stamp) { return h_ ? h_->Rank(stamp) : 0; }
-  void Clear() {
-    if (h_) h_->Clear();
-  }
-  void Release() { h_.reset(); }
-  size_t MemoryBytes() const { return h_ ? sizeof(internal::RecencyHistogram) : 0; }
-
- private:
-  std::unique_ptr<internal::RecencyHistogram> h_;
-};
-
-struct SourceData {
-  Mutex mu;                                    // serialises this source's writers
-  uint64_t clock KVIDX_GUARDED_BY(mu) = 0;           // recency clock; stamps are clock values (< 2^32)
-  LazyRecencyHistogram gpu_hist KVIDX_GUARDED_BY(mu);
-  // By ModelId, then shard: the records where this source owns something.
-  PerModelShard<internal::RecordSet> members KVIDX_GUARDED_BY(mu);
-  internal::SourceCounters counters;   // atomics: read by stats and queries without mu
-
-  std::array<internal::RecordSet, kShards>* MembersOf(ModelId m) KVIDX_REQUIRES(mu) {
-    return m < members.size() ? members[m].get() : nullptr;
-  }
-  internal::RecordSet& Members(ModelId m, uint32_t shard_idx) KVIDX_REQUIRES(mu) {
-    return AtModelShard(members, m, shard_idx);
-  }
-  // Restore's bulk-load buffer (by ModelId, then shard): record ids
-  // collected per owner and turned into `members` at the end. Empty
-  // otherwise.
-  PerModelShard<std::vector<uint32_t>> restoring KVIDX_GUARDED_BY(mu);
-  std::vector<uint32_t>& Restoring(ModelId m, uint32_t shard_idx) KVIDX_REQUIRES(mu) {
-    return AtModelShard(restoring, m, shard_idx);
-  }
-};
-
-struct BlockIndex::Impl {
-  mutable internal::EpochDomain epoch;
-  Mutex admin_mu;   // model and source creation
-  std::unordered_map<std::string, ModelId> model_ids KVIDX_GUARDED_BY(admin_mu);
-  std::atomic<uint32_t> model_count{0};
-  std::unique_ptr<std::atomic<Model*>[]> models{new std::atomic<Model*>[kMaxModels]()};
-  internal::PtrDir<SourceData> sources{kMaxSources};   // lazily committed: 512 KiB of mostly nulls
-  internal::RankHistogramCounters eviction_rank;
-
-  ~Impl() {
-    for (uint32_t i = 0; i < kMaxModels; ++i) delete models[i].load(std::memory_order_relaxed);
-    for (uint32_t i = 0; i < kMaxSources; ++i) delete sources.Get(i);
-  }
-
-  Model* GetModel(ModelId m) const {
-    return m < kMaxModels ? models[m].load(std::memory_order_acquire) : nullptr;
-  }
-  SourceData* GetSource(SourceId s) const {
-    return s < kMaxSources ? sources.Get(s) : nullptr;
-  }
-  SourceData* GetOrCreateSource(SourceId s) {
-    SourceData* d = GetSource(s);
-    if (d != nullptr) return d;
-    MutexLock lock(admin_mu);
-    d = sources.Get(s);
-    if (d == nullptr) {
-      d = new SourceData();
-      sources.Set(s, d);
-    }
-    return d;
-  }
-
-  // Writer-side helpers; the caller holds src.mu.
-  void MaybeRebase(SourceData& src, SourceId source, uint64_t needed) KVIDX_REQUIRES(src.mu);
-  // One block of a store, under `sh`'s writer lock (pk's shard).
-  void ApplyStore(Shard& sh, ModelId m, SourceData& src, uint32_t okey, const ProbeKey& pk, uint32_t stamp,
-                  bool hit_candidate, bool reused) KVIDX_REQUIRES(src.mu);
-  // One copy of one block of a removal, under `sh`'s writer lock. Returns
-  // the note Remove replays the recency ranks from (kRemovedCopy, maybe
-  // kRemovedLast, the owner's stamp), or 0 when the source did not hold
-  // the block (counted as drift).
-  uint32_t RemoveCopy(Shard& sh, ModelId m, SourceData& src, uint32_t okey, const ProbeKey& pk)
-      KVIDX_REQUIRES(src.mu);
-  bool Holds(Model& model, const BlockKey& key, uint32_t okey);
-  void AdjustTierCount(SourceData& src, uint32_t tier, int64_t d) KVIDX_REQUIRES(src.mu) {
-    internal::SoleWriterAdd(src.counters.blocks_per_tier[tier], static_cast<uint64_t>(d));
-  }
-  void AddGpuCopies(SourceData& src, int64_t d) KVIDX_REQUIRES(src.mu) {
-    internal::SoleWriterAdd(src.counters.gpu_copies, static_cast<uint64_t>(d));
-  }
-  // Visits every record where `src` owns something in `model`, under the
-  // shard lock in batches (fn says so with sh.AssertWriteLocked(): the
-  // analysis does not follow a lock into a lambda). fn(shard, id) runs
-  // inside no write section and returns true when the source no longer
-  // owns anything in the record, which drops the record from the source's
-  // membership.
-  template <typename Fn>
-  void ForEachSourceRecord(SourceData& src, ModelId m, Model& model, Fn fn) KVIDX_REQUIRES(src.mu);
-  // Turns every source's Restore buffer into its membership sets.
-  void BuildRestoredMembership();
-  // Sets each match's source state (FindPrefix's last stage; forced inline,
-  // as a call it cost ~10 instructions per query).
-  [[gnu::always_inline]] inline void StampStates(std::vector<SourceMatch>* res) const;
-};
-
-BlockIndex::BlockIndex() : impl_(std::make_unique<Impl>()) {}
+BlockIndex::BlockIndex() : BlockIndex(IndexOptions{}) {}
+BlockIndex::BlockIndex(const IndexOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 BlockIndex::~BlockIndex() = default;
 
 // ------------------------------------------------------------------ models
@@ -244,6 +25,7 @@ Result<ModelId> BlockIndex::AddModel(std::string_view name, const ModelOptions& 
   auto* m = new Model();
   m->name = std::string(name);
   m->options = options;
+  if (impl_->options.core == IndexCore::kRuns) m->runs = std::make_unique<RunModel>(impl_->epoch);
   impl_->models[n].store(m, std::memory_order_release);
   impl_->model_ids.emplace(std::string(name), n);
   impl_->model_count.store(n + 1, std::memory_order_release);
@@ -306,6 +88,7 @@ void ForEachByShard(Model& model, std::span<const BlockKey> step, ShardOrder& or
 }  // namespace
 
 bool BlockIndex::Impl::Holds(Model& model, const BlockKey& key, uint32_t okey) {
+  if (model.runs) return HoldsRuns(model, key, okey);
   ProbeKey pk(key);
   Shard& sh = model.shards[pk.shard()];
   Shard::WriteLock lock(sh);
@@ -317,7 +100,6 @@ void BlockIndex::Impl::ApplyStore(Shard& sh, ModelId m, SourceData& src, uint32_
                                   uint32_t stamp, bool hit_candidate, bool reused) {
   sh.AssertWriteLocked();
   const uint32_t tier = OwnerTier(okey);
-  const bool gpu = tier == static_cast<uint32_t>(Tier::kGpu);
   internal::SourceCounters& c = src.counters;
 
   uint32_t slot, free_slot;
@@ -334,16 +116,7 @@ void BlockIndex::Impl::ApplyStore(Shard& sh, ModelId m, SourceData& src, uint32_
     sh.BeginWrite();
     sh.SetOwner(id, o, stamp, counts);
     sh.EndWrite();
-    if (hit_candidate) {
-      internal::SoleWriterAdd(c.hits, 1);
-    } else {
-      internal::SoleWriterAdd(c.duplicate_copies, 1);
-      if (gpu) AddGpuCopies(src, 1);
-    }
-    if (gpu) {
-      src.gpu_hist.Remove(old_stamp);
-      src.gpu_hist.Add(stamp);
-    }
+    CountStore(src, tier, /*held=*/true, hit_candidate, reused, old_stamp, stamp);
     return;
   }
   // A new owner. An engine-declared reuse of a block we never saw is a hit
@@ -361,6 +134,26 @@ void BlockIndex::Impl::ApplyStore(Shard& sh, ModelId m, SourceData& src, uint32_
     }
   }
   src.Members(m, pk.shard()).Insert(id);   // no-op if the source owns the block in another tier
+  CountStore(src, tier, /*held=*/false, hit_candidate, reused, 0, stamp);
+}
+
+void BlockIndex::Impl::CountStore(SourceData& src, uint32_t tier, bool held, bool hit, bool reused,
+                                  uint32_t old_stamp, uint32_t stamp) {
+  internal::SourceCounters& c = src.counters;
+  const bool gpu = tier == static_cast<uint32_t>(Tier::kGpu);
+  if (held) {
+    if (hit) {
+      internal::SoleWriterAdd(c.hits, 1);
+    } else {
+      internal::SoleWriterAdd(c.duplicate_copies, 1);
+      if (gpu) AddGpuCopies(src, 1);
+    }
+    if (gpu) {
+      src.gpu_hist.Remove(old_stamp);
+      src.gpu_hist.Add(stamp);
+    }
+    return;
+  }
   AdjustTierCount(src, tier, 1);
   if (reused) {
     c.hits.fetch_add(1, std::memory_order_relaxed);
@@ -372,15 +165,23 @@ void BlockIndex::Impl::ApplyStore(Shard& sh, ModelId m, SourceData& src, uint32_
   }
 }
 
+uint32_t BlockIndex::Impl::CountRemove(SourceData& src, uint32_t tier, bool held, bool last, uint32_t stamp) {
+  if (!held) {
+    internal::SoleWriterAdd(src.counters.drift_remove_unknown, 1);
+    return 0;
+  }
+  if (tier == static_cast<uint32_t>(Tier::kGpu)) AddGpuCopies(src, -1);
+  if (last) AdjustTierCount(src, tier, -1);
+  return kRemovedCopy | (last ? kRemovedLast : 0) | stamp;
+}
+
 uint32_t BlockIndex::Impl::RemoveCopy(Shard& sh, ModelId m, SourceData& src, uint32_t okey, const ProbeKey& pk) {
   sh.AssertWriteLocked();
   uint32_t slot;
   const uint32_t id = sh.Locate(pk, &slot);
   AWord* o = id == kNoId ? nullptr : sh.FindOwner(id, okey);
-  if (o == nullptr) {
-    internal::SoleWriterAdd(src.counters.drift_remove_unknown, 1);
-    return 0;
-  }
+  const uint32_t tier = OwnerTier(okey);
+  if (o == nullptr) return CountRemove(src, tier, /*held=*/false, false, 0);
   const uint32_t stamp = OwnerStamp(Ld(o[1]));
   OwnerCounts counts = sh.CountsOf(id, o);
   const bool last = counts.ref <= 1;
@@ -395,10 +196,7 @@ uint32_t BlockIndex::Impl::RemoveCopy(Shard& sh, ModelId m, SourceData& src, uin
   }
   sh.EndWrite();
   if (left_block) src.Members(m, pk.shard()).Erase(id);
-  const uint32_t tier = OwnerTier(okey);
-  if (tier == static_cast<uint32_t>(Tier::kGpu)) AddGpuCopies(src, -1);
-  if (last) AdjustTierCount(src, tier, -1);
-  return kRemovedCopy | (last ? kRemovedLast : 0) | stamp;
+  return CountRemove(src, tier, /*held=*/true, last, stamp);
 }
 
 template <typename Fn>
@@ -430,6 +228,10 @@ void BlockIndex::Impl::MaybeRebase(SourceData& src, SourceId source, uint64_t ne
   for (ModelId m = 0; m < n_models; ++m) {
     Model* model = GetModel(m);
     if (model == nullptr) continue;
+    if (model->runs) {
+      RebaseRuns(*model, src, source, static_cast<uint32_t>(base));
+      continue;
+    }
     ForEachSourceRecord(src, m, *model, [&](Shard& sh, uint32_t id) {
       sh.AssertWriteLocked();
       src.mu.AssertHeld();
@@ -489,6 +291,13 @@ Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup g
   if (parent.has_value() && !reused && !impl_->Holds(*model, *parent, okey)) {
     c.drift_orphan_store.fetch_add(1, std::memory_order_relaxed);
   }
+  if (model->runs) {
+    if (Status st = impl_->StoreRuns(*model, src, source, okey, hashes, parent, hit_candidate, reused); !st.ok()) {
+      return st;
+    }
+    c.stored_blocks.fetch_add(hashes.size(), std::memory_order_relaxed);
+    return Status::Ok();
+  }
   // vLLM frees a finished request's blocks tail first, so its LRU evicts the
   // tail before the head: give earlier blocks of the chain newer stamps
   // (within each step of kStoreStep blocks; real events are far shorter).
@@ -537,10 +346,14 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
   for (size_t lo = 0; lo < hashes.size(); lo += internal::kGroupStep) {
     const auto step = hashes.subspan(lo, std::min(internal::kGroupStep, hashes.size() - lo));
     std::span<uint32_t> removed = order.Notes(step.size());
-    ForEachByShard(*model, step, order, [&](Shard& sh, size_t at, const ProbeKey& pk) {
-      src.mu.AssertHeld();
-      removed[at] = impl_->RemoveCopy(sh, model_id, src, okey, pk);
-    });
+    if (model->runs) {
+      if (Status st = impl_->RemoveRuns(*model, src, okey, step, removed); !st.ok()) return st;
+    } else {
+      ForEachByShard(*model, step, order, [&](Shard& sh, size_t at, const ProbeKey& pk) {
+        src.mu.AssertHeld();
+        removed[at] = impl_->RemoveCopy(sh, model_id, src, okey, pk);
+      });
+    }
     // The recency ranks in event order: each removal is ranked among the
     // blocks the source still held when its turn came.
     for (uint32_t note : removed) {
@@ -565,6 +378,10 @@ Status BlockIndex::ClearSource(SourceId source, std::optional<Tier> tier) {
   for (ModelId m = 0; m < n_models; ++m) {
     Model* model = impl_->GetModel(m);
     if (model == nullptr) continue;
+    if (model->runs) {
+      impl_->ClearRuns(*model, source, all ? std::nullopt : std::optional(want_tier));
+      continue;
+    }
     impl_->ForEachSourceRecord(src, m, *model, [&](Shard& sh, uint32_t id) {
       sh.AssertWriteLocked();
       // Collect first: removing reshapes the owner array.
@@ -645,6 +462,7 @@ IndexMemory BlockIndex::Memory() const {
   for (ModelId id = 0; id < n_models; ++id) {
     Model* model = impl_->GetModel(id);
     if (model == nullptr) continue;
+    if (model->runs) m.runs += Impl::MemoryRuns(*model);
     for (Shard& sh : model->shards) {
       Shard::WriteLock lock(sh);
       const Shard::Bytes b = sh.MemoryBytes();
@@ -1196,7 +1014,9 @@ Status BlockIndex::FindPrefix(ModelId model_id, std::span<const BlockKey> keys, 
   std::vector<SourceMatch>& res = out->sources;
 
   internal::EpochDomain::ReadGuard guard(impl_->epoch);
-  if (keys.size() <= kShortQueryBlocks) {
+  if (model->runs) {
+    impl_->FindRuns(*model, keys, owners->group, owners->tier_mask, &res);
+  } else if (keys.size() <= kShortQueryBlocks) {
     WalkQuery(QueryPipeline(model->shards, keys), keys.size(), *owners, res, out->alive_, out->step_);
   } else {
     WalkQuery(LongQueryPipeline(model->shards, keys), keys.size(), *owners, res, out->alive_, out->step_);
@@ -1214,6 +1034,7 @@ Status BlockIndex::PeekEvictionOrder(ModelId model_id, SourceId source, size_t n
   if (src == nullptr) return Status::Ok();
   MutexLock lock(src->mu);
   std::vector<std::pair<uint32_t, BlockKey>> all;
+  if (model->runs) impl_->StampedRuns(*model, source, &all);
   impl_->ForEachSourceRecord(*src, model_id, *model, [&](Shard& sh, uint32_t id) {
     uint32_t cnt = 0;
     AWord* o = sh.Owners(sh.RecAt(id), &cnt);
@@ -1275,6 +1096,7 @@ RecencyRankHistogram BlockIndex::GetEvictionRankHistogram() const {
 uint64_t BlockIndex::BlockCount(ModelId model_id) const {
   const Model* model = impl_->GetModel(model_id);
   if (model == nullptr) return 0;
+  if (model->runs) return Impl::BlockCountRuns(*const_cast<Model*>(model));
   uint64_t n = 0;
   for (const Shard& sh : model->shards) n += sh.size();
   return n;
@@ -1305,6 +1127,10 @@ Status BlockIndex::LookupBlock(ModelId m, const BlockKey& key, std::vector<Owner
   out->clear();
   Model* model = impl_->GetModel(m);
   if (model == nullptr) return Status::NotFound("model id " + std::to_string(m));
+  if (model->runs) {
+    impl_->LookupRuns(*model, m, key, out);
+    return Status::Ok();
+  }
   ProbeKey pk(key);
   Shard& sh = model->shards[pk.shard()];
   Shard::WriteLock lock(sh);
@@ -1342,13 +1168,16 @@ void BlockIndex::DumpUnsorted(IndexSnapshot* out) const {
     // (blocks with several owners), so add a margin.
     size_t records = 0;
     for (ModelId m = 0; m < n_models; ++m) {
-      for (const Shard& sh : impl_->GetModel(m)->shards) records += sh.size();
+      Model* model = impl_->GetModel(m);
+      records += model->runs ? Impl::BlockCountRuns(*model) : 0;
+      for (const Shard& sh : model->shards) records += sh.size();
     }
     out->owners.reserve(records + records / 2 + 1024);
   }
   for (ModelId m = 0; m < n_models; ++m) {
     Model* model = impl_->GetModel(m);
     out->models.emplace_back(model->name, model->options);
+    if (model->runs) impl_->DumpRuns(*model, m, &out->owners);
     for (Shard& sh : model->shards) {
       Shard::WriteLock lock(sh);
       uint32_t top = sh.records_allocated();
@@ -1444,6 +1273,16 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
       SourceData& src = *impl_->GetOrCreateSource(o.source);
       MutexLock lock(src.mu);
       uint32_t okey = OwnerKey(o.source, static_cast<uint32_t>(o.tier), o.group);
+      if (model->runs) {
+        if (Status st = impl_->RestoreRuns(*model, o, okey, stamp); !st.ok()) return st;
+        if (!model->WasIndexed(o.group)) model->MarkIndexed(o.group);
+        impl_->AdjustTierCount(src, static_cast<uint32_t>(o.tier), 1);
+        if (o.tier == Tier::kGpu) {
+          impl_->AddGpuCopies(src, o.refcount);
+          src.gpu_hist.Add(stamp);
+        }
+        continue;
+      }
       ProbeKey pk(o.key);
       Shard& sh = model->shards[pk.shard()];
       uint32_t id;

@@ -116,6 +116,18 @@ struct KvGroup {
   GroupKind kind = GroupKind::kAbsent;
 };
 
+// Which core keeps the blocks (docs/RUN_CORE.md). Both answer every call
+// the same; they differ in speed and memory.
+enum class IndexCore : uint8_t {
+  kBlocks,   // one record per block in 64 shards, a lock per shard (the default)
+  kRuns,     // runs of consecutive chain keys (the run store), a writer lock per model;
+             // integer-form keys only so far: a bytes-form key is InvalidArgument
+};
+
+struct IndexOptions {
+  IndexCore core = IndexCore::kBlocks;
+};
+
 struct ModelOptions {
   // Queries longer than this many blocks are truncated (PrefixMatch::truncated).
   uint32_t max_query_blocks = 8192;
@@ -149,15 +161,17 @@ struct IndexSnapshot {
 // handed out, live or free for reuse; owners: the pool of owner arrays for
 // blocks held by more than one (source, tier, group); spill: exact counts
 // past an owner word's range (estimated); sources: per-source membership
-// sets and recency histograms.
+// sets and recency histograms; runs: the run core's stores (all of their
+// parts).
 struct IndexMemory {
-  size_t tables = 0, records = 0, owners = 0, spill = 0, sources = 0;
-  size_t total() const { return tables + records + owners + spill + sources; }
+  size_t tables = 0, records = 0, owners = 0, spill = 0, sources = 0, runs = 0;
+  size_t total() const { return tables + records + owners + spill + sources + runs; }
 };
 
 class BlockIndex {
  public:
   BlockIndex();
+  explicit BlockIndex(const IndexOptions& options);
   ~BlockIndex();
   BlockIndex(const BlockIndex&) = delete;
   BlockIndex& operator=(const BlockIndex&) = delete;

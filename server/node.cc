@@ -482,7 +482,7 @@ std::vector<MetricSample> Node::RenderMetrics() const {
   const IndexMemory mem = index_.Memory();
   for (const auto& [part, bytes] : {std::pair{"tables", mem.tables}, std::pair{"records", mem.records},
                                     std::pair{"owners", mem.owners}, std::pair{"spill", mem.spill},
-                                    std::pair{"sources", mem.sources}}) {
+                                    std::pair{"sources", mem.sources}, std::pair{"runs", mem.runs}}) {
     add(m::kIndexMemory, d(bytes), {{"part", part}});
   }
   add(m::kSourceIdsFree, d(sources_.ids_free()));

@@ -14,8 +14,8 @@ inline constexpr MetricFamily kIndexBlocks{"kvidx_index_blocks", K::kGauge,
                                            "Distinct blocks held by any source, per model."};
 inline constexpr MetricFamily kIndexMemory{
     "kvidx_index_memory_bytes", K::kGauge,
-    "Heap bytes the block index has allocated, by part (tables, records, owners, spill, sources); pages are "
-    "committed as written, so resident memory can be less."};
+    "Heap bytes the block index has allocated, by part (tables, records, owners, spill, sources; runs: the "
+    "run core's stores); pages are committed as written, so resident memory can be less."};
 inline constexpr MetricFamily kSourceIdsFree{
     "kvidx_source_ids_free", K::kGauge,
     "Source ids a new (replica, DP rank) pair can take: never used, or released by a removed source (reusable "

@@ -452,6 +452,19 @@ uint64_t RunStore::HeldBy(uint32_t owner) const {
   return n;
 }
 
+uint64_t RunStore::HeldKeys() const {
+  uint64_t n = 0;
+  ForEachRun([&](const Run& run) {
+    const HolderBlock* h = run.block();
+    for (uint32_t w = 0; h != nullptr && w < h->words(); ++w) {
+      uint64_t any = 0;
+      for (uint32_t row = 0; row < h->count(); ++row) any |= h->word(row, w);
+      n += static_cast<uint64_t>(std::popcount(any));
+    }
+  });
+  return n;
+}
+
 uint64_t RunStore::HeldByAll() const {
   uint64_t n = 0;
   ForEachRun([&](const Run& run) {

@@ -215,6 +215,9 @@ class RunStore {
   // The owner's recency stamp of `key`, if it holds it.
   std::optional<uint32_t> Stamp(uint32_t owner, uint64_t key) const;
   uint64_t HeldBy(uint32_t owner) const;   // O(runs)
+  // Keys some owner holds (blocks() less the runs' unheld positions);
+  // O(runs x holders).
+  uint64_t HeldKeys() const;
   uint64_t HeldByAll() const;              // (key, owner) pairs; O(runs)
   // Keys indexed: held, or kept as structure (a run's unheld positions
   // before a held one).

@@ -1,5 +1,6 @@
 // Unit tests for BlockIndex: one test per rule of the index (issue 4).
 #include "index/block_index.h"
+#include "common/index_core.h"
 #include "index/internal/owner_pool.h"
 
 #include <gtest/gtest.h>
@@ -59,7 +60,7 @@ class BlockIndexTest : public ::testing::Test {
     return 0;
   }
 
-  BlockIndex index_;
+  BlockIndex index_{testing::CoreUnderTest()};
   ModelId model_ = 0;
 };
 
@@ -482,6 +483,7 @@ TEST_F(BlockIndexTest, EvictionRankHistogram) {
 }
 
 TEST_F(BlockIndexTest, BytesKeysKeepFullDigest) {
+  if (testing::OnRunCore()) GTEST_SKIP() << "the run core keeps integer-form keys only (docs/RUN_CORE.md)";
   uint8_t a[32], b[32];
   for (int i = 0; i < 32; ++i) a[i] = b[i] = static_cast<uint8_t>(i);
   b[0] = 0xFF;   // same last 8 bytes (same wire), different digest
@@ -515,6 +517,7 @@ TEST_F(BlockIndexTest, BytesKeysKeepFullDigest) {
 // While a shard holds only integer-form keys, lookups skip its side
 // directory; a bytes-form key with the same wire must still not match.
 TEST_F(BlockIndexTest, BytesKeyDoesNotMatchAnIntegerKeyWithTheSameWire) {
+  if (testing::OnRunCore()) GTEST_SKIP() << "the run core keeps integer-form keys only (docs/RUN_CORE.md)";
   uint8_t a[32];
   for (int i = 0; i < 32; ++i) a[i] = static_cast<uint8_t>(i + 1);
   BlockKey kb = BlockKey::FromBytes(a, 32);
@@ -572,7 +575,7 @@ TEST_F(BlockIndexTest, DumpRestoreRoundTrip) {
   IndexSnapshot snap;
   index_.Dump(&snap);
   EXPECT_EQ(snap.owners.size(), 7u);
-  BlockIndex copy;
+  BlockIndex copy{testing::CoreUnderTest()};
   ASSERT_TRUE(copy.Restore(snap).ok());
   IndexSnapshot snap2;
   copy.Dump(&snap2);
@@ -613,7 +616,7 @@ TEST_F(BlockIndexTest, RestoredIndexAppliesRemovalsBeforeAnyNewStore) {
   Store(1, Keys({7}), std::nullopt, Tier::kGpu, StoreOrigin::kUnknown, fa2);
   IndexSnapshot snap;
   index_.Dump(&snap);
-  BlockIndex copy;
+  BlockIndex copy{testing::CoreUnderTest()};
   ASSERT_TRUE(copy.Restore(snap).ok());
   for (BlockIndex* x : {&index_, &copy}) {
     ASSERT_TRUE(x->Remove(model_, 0, Tier::kGpu, kG0, Keys({3})).ok());
@@ -642,7 +645,7 @@ TEST_F(BlockIndexTest, RestoredHybridModelKeepsItsPrimaryGroup) {
   EXPECT_EQ(Gpu(Find(Keys({1, 2, 3})), 0), 3u);
   IndexSnapshot snap;
   index_.Dump(&snap);
-  BlockIndex copy;
+  BlockIndex copy{testing::CoreUnderTest()};
   ASSERT_TRUE(copy.Restore(snap).ok());
   PrefixMatch m;
   ASSERT_TRUE(copy.FindPrefix(model_, Keys({1, 2, 3}), PrefixFilter{}, &m).ok());
@@ -669,7 +672,7 @@ TEST_F(BlockIndexTest, ASourceLeftEmptyByAClearRestartsItsClock) {
   EXPECT_EQ(clock_of(0), 0u);
   Store(0, Keys({4}));
   EXPECT_EQ(clock_of(0), 1u);
-  BlockIndex fresh;
+  BlockIndex fresh{testing::CoreUnderTest()};
   ASSERT_TRUE(fresh.AddModel("m").ok());
   ASSERT_TRUE(fresh.Store(model_, 0, Tier::kGpu, kG0, Keys({4}), std::nullopt).ok());
   IndexSnapshot a, b;
@@ -698,7 +701,7 @@ TEST_F(BlockIndexTest, RestoreAcceptsAnyOrderAndRejectsDuplicatesInEvery) {
   IndexSnapshot reversed = sorted;
   std::reverse(reversed.owners.begin(), reversed.owners.end());
   for (const IndexSnapshot* in : {&sorted, &unsorted, &shuffled, &reversed}) {
-    BlockIndex copy;
+    BlockIndex copy{testing::CoreUnderTest()};
     ASSERT_TRUE(copy.Restore(*in).ok());
     IndexSnapshot back;
     copy.Dump(&back);
@@ -714,7 +717,7 @@ TEST_F(BlockIndexTest, RestoreAcceptsAnyOrderAndRejectsDuplicatesInEvery) {
   std::swap(dup_after_unsorted.owners[3], dup_after_unsorted.owners[40]);
   dup_after_unsorted.owners.push_back(dup_after_unsorted.owners[5]);
   for (const IndexSnapshot* in : {&dup, &dup_far, &dup_after_unsorted}) {
-    BlockIndex copy;
+    BlockIndex copy{testing::CoreUnderTest()};
     Status st = copy.Restore(*in);
     EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
   }
@@ -731,7 +734,7 @@ TEST_F(BlockIndexTest, LargeRestoreRoundTrip) {
   IndexSnapshot snap;
   index_.Dump(&snap);
   ASSERT_GE(snap.owners.size(), 200000u);
-  BlockIndex copy;
+  BlockIndex copy{testing::CoreUnderTest()};
   ASSERT_TRUE(copy.Restore(snap).ok());
   IndexSnapshot back;
   copy.Dump(&back);
@@ -749,7 +752,7 @@ TEST_F(BlockIndexTest, LargeRestoreRoundTrip) {
   for (size_t at : {size_t{0}, snap.owners.size() / 2, snap.owners.size() - 1}) {
     IndexSnapshot dup = snap;
     dup.owners.insert(dup.owners.begin() + static_cast<long>(at), dup.owners[at]);
-    BlockIndex c;
+    BlockIndex c{testing::CoreUnderTest()};
     EXPECT_EQ(c.Restore(dup).code(), StatusCode::kCorruption);
   }
 }
@@ -812,7 +815,7 @@ TEST_F(BlockIndexTest, RestoreRebasesWideStampsOfOlderSnapshots) {
     return o;
   };
   old.owners = {owner(1, clock - 10), owner(2, clock - 5), owner(3, 5)};
-  BlockIndex index;
+  BlockIndex index{testing::CoreUnderTest()};
   ASSERT_TRUE(index.Restore(old).ok());
   IndexSnapshot now;
   index.Dump(&now);
@@ -841,7 +844,7 @@ TEST_F(BlockIndexTest, FailedRestoreKeepsAppliedOwnersClearable) {
     snap.owners.push_back(o);
   }
   snap.owners.push_back(snap.owners.back());   // a duplicate: Corruption
-  BlockIndex index;
+  BlockIndex index{testing::CoreUnderTest()};
   EXPECT_EQ(index.Restore(snap).code(), StatusCode::kCorruption);
   EXPECT_EQ(index.BlockCount(0), 100u);
   ASSERT_TRUE(index.ClearSource(3, std::nullopt).ok());
@@ -868,7 +871,7 @@ TEST_F(BlockIndexTest, GroupsBeyondTheOwnerFieldAreCountedNotIndexed) {
   IndexSnapshot snap;
   index_.Dump(&snap);
   snap.owners[0].group = 63;
-  BlockIndex other;
+  BlockIndex other{testing::CoreUnderTest()};
   Status st = other.Restore(snap);
   EXPECT_EQ(st.code(), StatusCode::kCorruption);
   EXPECT_NE(st.ToString().find("group 63"), std::string::npos) << st.ToString();
@@ -878,6 +881,7 @@ TEST_F(BlockIndexTest, GroupsBeyondTheOwnerFieldAreCountedNotIndexed) {
 // array's limit): a further owner is counted as unindexed, not a crash,
 // and a snapshot with more is Corruption.
 TEST_F(BlockIndexTest, OwnersPastTheBlockLimitAreCountedNotIndexed) {
+  if (testing::OnRunCore()) GTEST_SKIP() << "the owner limit is the per-block core's; the run core has none";
   const uint32_t sources = internal::kMaxOwners / 4 + 1;
   for (SourceId s = 0; s < sources; ++s) {
     for (uint32_t t = 0; t < 4; ++t) {
@@ -900,7 +904,7 @@ TEST_F(BlockIndexTest, OwnersPastTheBlockLimitAreCountedNotIndexed) {
   OwnerRecord extra = snap.owners.front();
   extra.source = last;
   snap.owners.push_back(extra);
-  BlockIndex other;
+  BlockIndex other{testing::CoreUnderTest()};
   Status st = other.Restore(snap);
   EXPECT_EQ(st.code(), StatusCode::kCorruption);
   EXPECT_NE(st.ToString().find("owners"), std::string::npos) << st.ToString();
@@ -926,7 +930,7 @@ TEST_F(BlockIndexTest, LargeRefcountsAndHitCountsStayExact) {
   // The round trip keeps the exact values.
   IndexSnapshot snap;
   index_.Dump(&snap);
-  BlockIndex copy;
+  BlockIndex copy{testing::CoreUnderTest()};
   ASSERT_TRUE(copy.Restore(snap).ok());
   IndexSnapshot again;
   copy.Dump(&again);
@@ -977,6 +981,26 @@ TEST(RegistryTest, TiersAndSources) {
   EXPECT_EQ(SourceRegistry::Reader(s).Get(1)->replica, "b");
   EXPECT_EQ(SourceRegistry::Reader(s).Get(2), nullptr);
   EXPECT_EQ(SourceStateName(SourceState::kExact), "EXACT");
+}
+
+// The run core refuses a bytes-form key with a clear error and indexes
+// nothing of that event; queries with one stop before it.
+TEST(BlockIndexRunCoreTest, RefusesBytesFormKeysClearly) {
+  BlockIndex index(IndexOptions{IndexCore::kRuns});
+  const ModelId m = index.AddModel("m").value();
+  uint8_t digest[32] = {};
+  digest[31] = 7;
+  const std::vector<BlockKey> keys = {K(1), BlockKey::FromBytes(digest, 32), K(3)};
+  const Status st = index.Store(m, 0, Tier::kGpu, {}, keys, std::nullopt);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.ToString().find("bytes form"), std::string::npos) << st.ToString();
+  EXPECT_EQ(index.BlockCount(m), 0u);
+  EXPECT_EQ(index.Remove(m, 0, Tier::kGpu, {}, keys).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(index.Store(m, 0, Tier::kGpu, {}, Keys({1}), std::nullopt).ok());
+  PrefixMatch out;
+  ASSERT_TRUE(index.FindPrefix(m, keys, {}, &out).ok());
+  ASSERT_EQ(out.sources.size(), 1u);
+  EXPECT_EQ(out.sources[0].gpu_blocks, 1u);
 }
 
 }  // namespace

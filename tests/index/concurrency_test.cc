@@ -11,6 +11,7 @@
 
 #include "common/sanitizers.h"
 #include "index/block_index.h"
+#include "common/index_core.h"
 
 namespace kvidx {
 namespace {
@@ -68,7 +69,7 @@ void Apply(BlockIndex& index, ModelId m, const Op& op) {
 }
 
 TEST(ConcurrencyTest, ReadersAndWritersTogether) {
-  BlockIndex index;
+  BlockIndex index{testing::CoreUnderTest()};
   ModelId m = index.AddModel("m").value();
   // A stable source whose answers must never change while others churn
   // (its hits too: the walk adds runs of equal counts once per run).
@@ -129,7 +130,7 @@ TEST(ConcurrencyTest, ReadersAndWritersTogether) {
 
   // Sources are independent, so the interleaving must not matter: replaying
   // both scripts one after the other gives the same contents.
-  BlockIndex serial;
+  BlockIndex serial{testing::CoreUnderTest()};
   ModelId m2 = serial.AddModel("m").value();
   ASSERT_TRUE(serial.Store(m2, 100, Tier::kGpu, kG0, stable, std::nullopt).ok());
   for (int i = 0; i < 2; ++i) {
@@ -151,7 +152,7 @@ TEST(ConcurrencyTest, ReadersAndWritersTogether) {
 }
 
 TEST(ConcurrencyTest, ReadersProgressDuringLongClearAndTableGrowth) {
-  BlockIndex index;
+  BlockIndex index{testing::CoreUnderTest()};
   ModelId m = index.AddModel("m").value();
   std::vector<BlockKey> stable = Chain(1ull << 40, 32);
   ASSERT_TRUE(index.Store(m, 1, Tier::kGpu, kG0, stable, std::nullopt).ok());

@@ -16,6 +16,7 @@
 
 #include "common/sanitizers.h"
 #include "index/block_index.h"
+#include "common/index_core.h"
 
 namespace kvidx {
 namespace {
@@ -198,7 +199,7 @@ void RunDifferential(uint64_t events, const std::vector<uint32_t>& source_ids, u
                      std::optional<LongChains> long_chains = std::nullopt) {
   std::mt19937_64 rng(seed);
   auto below = [&](uint64_t n) { return rng() % n; };
-  BlockIndex index;
+  BlockIndex index{testing::CoreUnderTest()};
   Reference ref;
   const ModelId models[2] = {index.AddModel("a").value(), index.AddModel("b").value()};
   const uint64_t kUniverse = universe;
@@ -336,7 +337,7 @@ void RunDifferential(uint64_t events, const std::vector<uint32_t>& source_ids, u
       }
       // Round trip through a snapshot.
       if (e + 1 == events) {
-        BlockIndex copy;
+        BlockIndex copy{testing::CoreUnderTest()};
         ASSERT_TRUE(copy.Restore(snap).ok());
         IndexSnapshot snap2;
         copy.Dump(&snap2);

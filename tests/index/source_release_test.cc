@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "index/block_index.h"
+#include "common/index_core.h"
 
 namespace kvidx {
 namespace {
@@ -20,7 +21,7 @@ std::vector<BlockKey> Range(uint64_t from, uint64_t to) {
 constexpr KvGroup kG0{0, GroupKind::kAbsent};
 
 TEST(SourceRelease, FreesTheSourcesStateAndLeavesOthersAlone) {
-  BlockIndex index;
+  BlockIndex index{testing::CoreUnderTest()};
   const ModelId m = index.AddModel("m").value();
   const std::vector<BlockKey> chain = Range(1, 1001);
   ASSERT_TRUE(index.Store(m, 0, Tier::kGpu, kG0, chain, std::nullopt).ok());
@@ -70,9 +71,25 @@ TEST(SourceRelease, FreesTheSourcesStateAndLeavesOthersAlone) {
 }
 
 TEST(IndexMemory, PartsFollowWhatIsStored) {
-  BlockIndex index;
+  BlockIndex index{testing::CoreUnderTest()};
   const ModelId m = index.AddModel("m").value();
   const IndexMemory empty = index.Memory();
+  if (testing::OnRunCore()) {
+    // The run core reports its store as one part: an 8-byte entry and a
+    // table slot per block, then a bit per block for another holder.
+    const std::vector<BlockKey> chain = Range(1, 20001);
+    ASSERT_TRUE(index.Store(m, 0, Tier::kGpu, kG0, chain, std::nullopt).ok());
+    const IndexMemory one = index.Memory();
+    EXPECT_GE(one.runs - empty.runs, 20000u * (8 + 5));
+    EXPECT_EQ(one.records + one.owners + one.spill, empty.records + empty.owners + empty.spill);   // the shards stay empty
+    ASSERT_TRUE(index.Store(m, 1, Tier::kGpu, kG0, chain, std::nullopt).ok());
+    const IndexMemory two = index.Memory();
+    EXPECT_LT(two.runs - one.runs, 20000u);
+    ASSERT_TRUE(index.ReleaseSource(0).ok());
+    ASSERT_TRUE(index.ReleaseSource(1).ok());
+    EXPECT_EQ(index.BlockCount(m), 0u);
+    return;
+  }
   EXPECT_EQ(empty.records, 0u);
   EXPECT_EQ(empty.owners, 0u);
   EXPECT_EQ(empty.sources, 0u);
@@ -103,7 +120,7 @@ TEST(IndexMemory, PartsFollowWhatIsStored) {
 }
 
 TEST(SourceRelease, ResetStartsAReleasedIdAfreshAndRefusesOneHoldingBlocks) {
-  BlockIndex index;
+  BlockIndex index{testing::CoreUnderTest()};
   const ModelId m = index.AddModel("m").value();
   const std::vector<BlockKey> chain = Range(1, 101);
   ASSERT_TRUE(index.Store(m, 0, Tier::kGpu, kG0, chain, std::nullopt).ok());

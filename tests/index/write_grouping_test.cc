@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "index/block_index.h"
+#include "common/index_core.h"
 #include "index/internal/probe_key.h"
 #include "index/internal/shard_order.h"
 
@@ -136,7 +137,7 @@ TEST(WriteGroupingTest, LongStoreEqualsOneBlockAtATime) {
 // A key listed twice in one long store is applied in event order: two
 // copies, and the stamp of its later listing.
 TEST(WriteGroupingTest, LongStoreAppliesARepeatedKeyInEventOrder) {
-  BlockIndex index;
+  BlockIndex index{testing::CoreUnderTest()};
   const ModelId m = index.AddModel("m").value();
   std::vector<BlockKey> event = Keys(9, kGroupStep + 900);
   event[4000] = event[17];

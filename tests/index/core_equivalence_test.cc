@@ -1,0 +1,190 @@
+// The two index cores (IndexCore::kBlocks, kRuns) side by side: the same
+// random events applied to both, and everything either reports must be
+// equal -- every answer of FindPrefix under several filters, every
+// source's counters, the eviction ranks (to the resolution of their
+// approximate histogram), eviction orders, block
+// lookups, block counts and the snapshot, including after clock rebases,
+// ClearSource and a restore of each core's snapshot into a fresh index of
+// the other core. Events mix chained stores of shared prefixes, parentless
+// re-announcements (hits), declared reuse, orphan and out-of-order pieces,
+// lower tiers, a second group, removals of copies and of unknown blocks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "common/sanitizers.h"
+#include "index/block_index.h"
+
+namespace kvidx {
+namespace {
+
+constexpr int kEvents = kUnderSanitizer ? 3000 : 30000;
+constexpr SourceId kSources = 6;
+
+std::vector<BlockKey> Chain(std::span<const uint64_t> ks) {
+  std::vector<BlockKey> out;
+  for (uint64_t k : ks) out.push_back(BlockKey::FromU64(k));
+  return out;
+}
+
+class Pair {
+ public:
+  Pair() : runs_(IndexOptions{IndexCore::kRuns}) {
+    for (BlockIndex* i : {&blocks_, &runs_}) {
+      model_ = i->AddModel("m").value();
+      other_ = i->AddModel("other", ModelOptions{64, true}).value();
+    }
+  }
+
+  template <typename Fn>
+  void Both(Fn fn) {
+    const Status a = fn(blocks_), b = fn(runs_);
+    ASSERT_EQ(a.code(), b.code()) << a.ToString() << " / " << b.ToString();
+  }
+
+  void ExpectSame(std::span<const std::vector<uint64_t>> queries) { ExpectSame(blocks_, runs_, queries); }
+
+  static void ExpectSame(BlockIndex& a, BlockIndex& b, std::span<const std::vector<uint64_t>> queries) {
+    for (ModelId m : {ModelId{0}, ModelId{1}}) {
+      EXPECT_EQ(a.BlockCount(m), b.BlockCount(m)) << "model " << m;
+      for (const std::vector<uint64_t>& q : queries) {
+        const std::vector<BlockKey> keys = Chain(q);
+        for (const PrefixFilter& f : {PrefixFilter{}, PrefixFilter{std::nullopt, 1}, PrefixFilter{2, ~uint64_t{0}},
+                                      PrefixFilter{std::nullopt, 0b110}}) {
+          PrefixMatch x, y;
+          ASSERT_TRUE(a.FindPrefix(m, keys, f, &x).ok());
+          ASSERT_TRUE(b.FindPrefix(m, keys, f, &y).ok());
+          ASSERT_EQ(x.sources.size(), y.sources.size()) << "model " << m;
+          for (size_t j = 0; j < x.sources.size(); ++j) {
+            const SourceMatch& s = x.sources[j];
+            const SourceMatch& t = y.sources[j];
+            EXPECT_EQ(s.source, t.source);
+            EXPECT_EQ(s.gpu_blocks, t.gpu_blocks) << "source " << s.source;
+            EXPECT_EQ(s.blocks_with_lower_tiers, t.blocks_with_lower_tiers) << "source " << s.source;
+            EXPECT_EQ(s.hits, t.hits) << "source " << s.source;
+            EXPECT_EQ(s.hit_blocks, t.hit_blocks) << "source " << s.source;
+          }
+        }
+        std::vector<OwnerRecord> ra, rb;
+        ASSERT_TRUE(a.LookupBlock(m, keys.empty() ? BlockKey::FromU64(0) : keys.back(), &ra).ok());
+        ASSERT_TRUE(b.LookupBlock(m, keys.empty() ? BlockKey::FromU64(0) : keys.back(), &rb).ok());
+        EXPECT_EQ(ra, rb);
+      }
+      for (SourceId s = 0; s < kSources; ++s) {
+        std::vector<BlockKey> ea, eb;
+        ASSERT_TRUE(a.PeekEvictionOrder(m, s, 50, &ea).ok());
+        ASSERT_TRUE(b.PeekEvictionOrder(m, s, 50, &eb).ok());
+        EXPECT_EQ(ea, eb) << "source " << s;
+      }
+    }
+    for (SourceId s = 0; s < kSources; ++s) EXPECT_EQ(a.GetSourceStats(s), b.GetSourceStats(s)) << "source " << s;
+    // Ranks come from an approximate histogram (recency.h) whose sliding
+    // window depends on the order of its updates, and the per-block core
+    // applies a long write's blocks grouped by shard, the run core in event
+    // order: the same removals, ranks within the histogram's resolution.
+    const RecencyRankHistogram ha = a.GetEvictionRankHistogram(), hb = b.GetEvictionRankHistogram();
+    EXPECT_EQ(ha.count, hb.count);
+    EXPECT_NEAR(ha.sum, hb.sum, 0.01 * static_cast<double>(ha.count) + 1e-9);
+    IndexSnapshot sa, sb;
+    a.Dump(&sa);
+    b.Dump(&sb);
+    EXPECT_EQ(sa.source_clocks, sb.source_clocks);
+    ASSERT_EQ(sa.owners.size(), sb.owners.size());
+    for (size_t j = 0; j < sa.owners.size(); ++j) {
+      const OwnerRecord& x = sa.owners[j];
+      const OwnerRecord& y = sb.owners[j];
+      ASSERT_EQ(x, y) << "record " << j << ": " << x.key.ToString() << " source " << x.source << " tier "
+                      << static_cast<int>(x.tier) << " group " << x.group << " ref " << x.refcount << "/"
+                      << y.refcount << " hits " << x.hits << "/" << y.hits << " stamp " << x.stamp << "/" << y.stamp
+                      << " vs " << y.key.ToString() << " source " << y.source;
+    }
+    EXPECT_TRUE(SameContents(sa, sb));
+  }
+
+  BlockIndex blocks_, runs_;
+  ModelId model_ = 0, other_ = 0;
+};
+
+std::vector<std::vector<uint64_t>> Chains(std::mt19937_64& rng, size_t n) {
+  std::vector<std::vector<uint64_t>> chains;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<uint64_t> c;
+    if (!chains.empty() && rng() % 3 != 0) {
+      const std::vector<uint64_t>& base = chains[rng() % chains.size()];
+      c.assign(base.begin(), base.begin() + static_cast<long>(rng() % (base.size() + 1)));
+    }
+    for (size_t more = 1 + rng() % 90; more > 0; --more) c.push_back((c.empty() ? 77 : c.back()) * 0x9E3779B97F4A7C15ULL + rng() % 3 + 1);
+    chains.push_back(std::move(c));
+  }
+  return chains;
+}
+
+void RunEvents(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto chains = Chains(rng, 30);
+  Pair p;
+  for (int e = 0; e < kEvents; ++e) {
+    const std::vector<uint64_t>& chain = chains[rng() % chains.size()];
+    const SourceId s = static_cast<SourceId>(rng() % kSources);
+    const ModelId m = rng() % 8 == 0 ? p.other_ : p.model_;
+    const Tier tier = rng() % 5 == 0 ? Tier::kCpu : Tier::kGpu;
+    const KvGroup group{rng() % 6 == 0 ? 2u : 0u, GroupKind::kAbsent};
+    const size_t begin = rng() % 3 == 0 ? rng() % chain.size() : 0;
+    const size_t end = begin + 1 + rng() % (chain.size() - begin);
+    const std::vector<BlockKey> piece = Chain(std::span(chain).subspan(begin, end - begin));
+    const uint64_t op = rng() % 100;
+    if (op < 45) {
+      const bool parented = begin > 0 && rng() % 4 != 0;
+      const StoreOrigin origin = rng() % 10 == 0 ? StoreOrigin::kReused : StoreOrigin::kUnknown;
+      const std::optional<BlockKey> parent =
+          parented ? std::optional(BlockKey::FromU64(chain[begin - 1])) : std::nullopt;
+      p.Both([&](BlockIndex& i) { return i.Store(m, s, tier, group, piece, parent, origin); });
+    } else if (op < 55) {   // a re-announcement: parentless from block 0
+      p.Both([&](BlockIndex& i) { return i.Store(m, s, tier, group, Chain(std::span(chain).first(end)), std::nullopt); });
+    } else if (op < 90) {
+      std::vector<BlockKey> gone = piece;
+      std::shuffle(gone.begin(), gone.end(), rng);
+      if (rng() % 4 == 0) gone.push_back(BlockKey::FromU64(rng()));
+      p.Both([&](BlockIndex& i) { return i.Remove(m, s, tier, group, gone); });
+    } else if (op < 92) {
+      const std::optional<Tier> which = rng() % 2 == 0 ? std::nullopt : std::optional(tier);
+      p.Both([&](BlockIndex& i) { return i.ClearSource(s, which); });
+    } else if (op < 93) {   // the next store of s rebases its clock
+      const uint64_t clock = (uint64_t{1} << 24) - 50 - rng() % 2;
+      p.Both([&](BlockIndex& i) {
+        i.TestOnlySetClock(s, clock);
+        return Status::Ok();
+      });
+    }
+    if (e % (kEvents / 10) == 0) {
+      std::vector<std::vector<uint64_t>> queries;
+      for (int q = 0; q < 12; ++q) queries.push_back(chains[rng() % chains.size()]);
+      p.ExpectSame(queries);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  std::vector<std::vector<uint64_t>> queries(chains.begin(), chains.end());
+  p.ExpectSame(queries);
+  // Each core's snapshot restores into the other.
+  IndexSnapshot from_blocks, from_runs;
+  p.blocks_.Dump(&from_blocks);
+  p.runs_.Dump(&from_runs);
+  BlockIndex runs_restored(IndexOptions{IndexCore::kRuns}), blocks_restored;
+  ASSERT_TRUE(runs_restored.Restore(from_blocks).ok());
+  ASSERT_TRUE(blocks_restored.Restore(from_runs).ok());
+  Pair::ExpectSame(blocks_restored, runs_restored, queries);
+}
+
+TEST(CoreEquivalenceTest, BothCoresAnswerAlike) {
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE(seed);
+    RunEvents(seed);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace kvidx
