@@ -21,9 +21,18 @@ class ThreadSlots {
       free_.pop_back();
       return s;
     }
-    if (next_ < EpochDomain::kMaxThreads) return next_++;
+    if (next_ < EpochDomain::kMaxThreads) {
+      // Counted before the thread can pin with it (see HandedOut).
+      handed_out_.store(next_ + 1, std::memory_order_seq_cst);
+      return next_++;
+    }
     return EpochDomain::kMaxThreads;  // none left: fallback
   }
+  // Slots below this have been handed out; the others were never pinned.
+  // Reclaim scans only these: a slot handed out after its scan belongs to
+  // a reader that pins after the scan, which (as a reader that pins late
+  // on a scanned slot) cannot reach what was retired before.
+  uint32_t HandedOut() const { return handed_out_.load(std::memory_order_seq_cst); }
   void Release(uint32_t s) KVIDX_EXCLUDES(mu_) {
     if (s >= EpochDomain::kMaxThreads) return;
     MutexLock lock(mu_);
@@ -34,6 +43,7 @@ class ThreadSlots {
   Mutex mu_;
   std::vector<uint32_t> free_ KVIDX_GUARDED_BY(mu_);
   uint32_t next_ KVIDX_GUARDED_BY(mu_) = 0;
+  std::atomic<uint32_t> handed_out_{0};
 };
 
 struct ThreadSlot {
@@ -95,7 +105,8 @@ void EpochDomain::Reclaim() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
   uint64_t min_active = UINT64_MAX;
-  for (uint32_t i = 0; i < kMaxThreads; ++i) {
+  const uint32_t slots = ThreadSlots::Get().HandedOut();
+  for (uint32_t i = 0; i < slots; ++i) {
     uint64_t e = slots_[i].epoch.load(std::memory_order_seq_cst);
     if (e != 0 && e < min_active) min_active = e;
   }
