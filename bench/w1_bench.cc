@@ -37,7 +37,7 @@ struct Rng {
 struct Params {
   uint64_t prompts = 20000, blocks = 32, shared = 16, groups = 200, replicas = 8, queries = 20000;
   int runs = 3;
-  std::string impl = "all";   // kvidx, naive, radix, runs, core, both (kvidx and naive) or all
+  std::string impl = "all";   // kvidx, naive, radix, runs, core, kvidx-runs, both (kvidx and naive) or all
 };
 
 struct Workload {
@@ -110,10 +110,12 @@ void MeasureQueries(const Params& p, QueryFn query, W1Result* r) {
   r->p99_ns = lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
 }
 
-W1Result RunKvidx(const Params& p, const Workload& w) {
+// kvidx's BlockIndex on the given core (kvidx: the default; kvidx-runs:
+// the run core).
+W1Result RunKvidx(const Params& p, const Workload& w, const IndexOptions& core) {
   W1Result r;
   uint64_t rss0 = ResidentBytes();
-  auto index = std::make_unique<BlockIndex>();
+  auto index = std::make_unique<BlockIndex>(core);
   ModelId model = index->AddModel("w1").value();
   const bool verbose = std::getenv("KVIDX_W1_VERBOSE") != nullptr;
   if (verbose) std::fprintf(stderr, "w1: empty index + model: %.1f MiB\n", (ResidentBytes() - rss0) / 1048576.0);
@@ -188,7 +190,8 @@ W1Result RunReference(const Params& p, const Workload& w) {
 }
 
 W1Result RunImpl(std::string_view impl, const Params& p, const Workload& w) {
-  if (impl == "kvidx") return RunKvidx(p, w);
+  if (impl == "kvidx") return RunKvidx(p, w, IndexOptions{});
+  if (impl == "kvidx-runs") return RunKvidx(p, w, IndexOptions{IndexCore::kRuns});
   if (impl == "naive") return RunReference<bench::NaivePrefixIndex>(p, w);
   if (impl == "radix") return RunReference<bench::RadixPrefixIndex>(p, w);
   if (impl == "runs") return RunReference<bench::RunPrefixIndex>(p, w);
@@ -250,7 +253,7 @@ int RunW1Bench(int argc, char** argv) {
     }
   }
   const bool known_impl = p.impl == "all" || p.impl == "both" || p.impl == "kvidx" || p.impl == "naive" ||
-                          p.impl == "radix" || p.impl == "runs" || p.impl == "core";
+                          p.impl == "radix" || p.impl == "runs" || p.impl == "core" || p.impl == "kvidx-runs";
   if (p.prompts == 0 || p.blocks == 0 || p.groups == 0 || p.replicas == 0 || p.replicas > kMaxSources ||
       p.queries == 0 || p.runs <= 0 || p.shared > p.blocks || !known_impl) {
       std::fprintf(stderr, "w1: bad parameters\n");
@@ -264,7 +267,7 @@ int RunW1Bench(int argc, char** argv) {
     return p.impl == "all" || p.impl == impl || (p.impl == "both" && (impl == "kvidx" || impl == "naive"));
   };
   std::map<std::string, W1Result> got;
-  for (const char* impl : {"kvidx", "naive", "radix", "runs", "core"}) {
+  for (const char* impl : {"kvidx", "naive", "radix", "runs", "core", "kvidx-runs"}) {
     if (!wanted(impl)) continue;
     std::vector<W1Result> rs;
     for (int run = 0; run < p.runs; ++run) {
@@ -281,7 +284,7 @@ int RunW1Bench(int argc, char** argv) {
   }
   if (!got.contains("kvidx")) return 0;
   const W1Result& kv = got["kvidx"];
-  for (const char* other : {"naive", "radix", "runs", "core"}) {
+  for (const char* other : {"naive", "radix", "runs", "core", "kvidx-runs"}) {
     if (!got.contains(other)) continue;
     const W1Result& o = got[other];
     std::printf("w1 ratio kvidx/%s: inserts %.2fx queries %.2fx p99 %.2fx memory %.2fx\n", other,

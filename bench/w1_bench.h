@@ -11,7 +11,9 @@
 // Flags (all optional; non-flag arguments such as the subcommand name are
 // ignored): --prompts=N (20000) --blocks=B (32) --shared=S (16)
 // --groups=G (200) --replicas=P (8) --queries=Q (20000) --runs=R (3)
-// --impl=kvidx|naive|both (both). KVIDX_W1_VERBOSE=1 prints the kvidx
+// --impl=all|both|kvidx|naive|radix|runs|core|kvidx-runs (all; both:
+// kvidx and naive; kvidx-runs: BlockIndex on the run core).
+// KVIDX_W1_VERBOSE=1 prints the kvidx
 // resident-memory phases (empty index, after inserts) to stderr.
 // Returns 0 on success, 1 on bad flags, 2 if the implementations disagree
 // on the checksum.

@@ -26,7 +26,7 @@ struct Flags {
   W2Params params;
   uint64_t expand = 32;
   uint64_t runs = 3;
-  std::string impl = "all";   // kvidx, naive, radix, runs, core, both (kvidx and naive) or all
+  std::string impl = "all";   // kvidx, naive, radix, runs, core, kvidx-runs, both (kvidx and naive) or all
 };
 
 bool ParseCount(std::string_view text, uint64_t max, uint64_t* out) {
@@ -60,7 +60,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     } else if (name == "--impl") {
       f->impl = std::string(value);
       ok = f->impl == "all" || f->impl == "both" || f->impl == "kvidx" || f->impl == "naive" || f->impl == "radix" ||
-           f->impl == "runs" || f->impl == "core";
+           f->impl == "runs" || f->impl == "core" || f->impl == "kvidx-runs";
     } else if (name == "--replicas") {
       ok = ParseCount(value, kMaxSources, &n) && n > 0;
       f->params.replicas = static_cast<uint32_t>(n);
@@ -234,6 +234,7 @@ int RunW2Bench(int argc, char** argv) {
   if (wanted("radix")) impls.push_back({"radix", &ReplayW2<RadixW2Index>, {}, {}});
   if (wanted("runs")) impls.push_back({"runs", &ReplayW2<RunsW2Index>, {}, {}});
   if (wanted("core")) impls.push_back({"core", &ReplayW2<CoreW2Index>, {}, {}});
+  if (wanted("kvidx-runs")) impls.push_back({"kvidx-runs", &ReplayW2<KvidxRunsW2Index>, {}, {}});
   if (!RunAll(*trace, f, &impls)) return 1;
 
   const W2Checksum& expected = impls.front().runs.front().checksum;

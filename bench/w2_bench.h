@@ -27,7 +27,8 @@
 // Flags (`--flag=V` or `--flag V`; all optional): --trace=F (the shared
 // synthetic trace), --replicas=P (16), --capacity=C (32768 blocks per
 // replica), --expand=E (32, at most 1024), --runs=R (3),
-// --impl=kvidx|naive|both (both).
+// --impl=all|both|kvidx|naive|radix|runs|core|kvidx-runs (all; both:
+// kvidx and naive; kvidx-runs: BlockIndex on the run core).
 // Returns 0 on success; 1 on bad flags or a failed run (an index call
 // failed, or the index's blocks per replica differ from the fleet's at the
 // end); 2 if the trace cannot be read or is malformed (the message names the

@@ -9,12 +9,17 @@ namespace kvidx::bench {
 
 Result<std::unique_ptr<KvidxW2Index>> KvidxW2Index::Create(uint32_t max_query_blocks) {
   auto index = std::make_unique<KvidxW2Index>();
+  if (Status s = index->Init(max_query_blocks); !s.ok()) return s;
+  return index;
+}
+
+Status KvidxW2Index::Init(uint32_t max_query_blocks) {
   ModelOptions options;
   options.max_query_blocks = std::max(max_query_blocks, options.max_query_blocks);
-  Result<ModelId> model = index->index_.AddModel("w2", options);
+  Result<ModelId> model = index_.AddModel("w2", options);
   if (!model.ok()) return model.status();
-  index->model_ = *model;
-  return index;
+  model_ = *model;
+  return Status::Ok();
 }
 
 Status KvidxW2Index::Query(std::span<const Key> keys, std::span<uint32_t> match) {

@@ -32,6 +32,7 @@ class KvidxW2Index {
   using Key = BlockKey;
   static Key MakeKey(uint64_t hash) { return BlockKey::FromU64(hash); }
 
+  explicit KvidxW2Index(const IndexOptions& options = {}) : index_(options) {}
   // `max_query_blocks` raises the model's query cap (8192 by default) so
   // that no request of the trace is truncated.
   static Result<std::unique_ptr<KvidxW2Index>> Create(uint32_t max_query_blocks);
@@ -42,11 +43,25 @@ class KvidxW2Index {
   uint64_t HeldBlocks(uint32_t replica) const;
   IndexMemory Memory() const { return index_.Memory(); }
 
+ protected:
+  Status Init(uint32_t max_query_blocks);
+
  private:
   BlockIndex index_;
   ModelId model_ = 0;
   PrefixFilter filter_;
   PrefixMatch found_;   // warm across queries: FindPrefix then allocates nothing
+};
+
+// kvidx's index on the run core (IndexCore::kRuns).
+class KvidxRunsW2Index : public KvidxW2Index {
+ public:
+  KvidxRunsW2Index() : KvidxW2Index(IndexOptions{IndexCore::kRuns}) {}
+  static Result<std::unique_ptr<KvidxRunsW2Index>> Create(uint32_t max_query_blocks) {
+    auto index = std::make_unique<KvidxRunsW2Index>();
+    if (Status s = index->Init(max_query_blocks); !s.ok()) return s;
+    return index;
+  }
 };
 
 // A bench reference index (Store / Remove / Match / HeldBlocks over 64-bit

@@ -33,6 +33,15 @@ bool ToWires(std::span<const BlockKey> keys, std::vector<uint64_t>* out, size_t*
   return true;
 }
 
+// A query's keys as the run store reads them, without a copy; a
+// bytes-form key is never in a run store, so the walk ends before it.
+struct StoreKeys {
+  std::span<const BlockKey> keys;
+  size_t size() const { return keys.size(); }
+  uint64_t wire(size_t i) const { return keys[i].wire(); }
+  bool integer(size_t i) const { return !keys[i].is_bytes(); }
+};
+
 std::vector<uint64_t>& WireScratch() {
   thread_local std::vector<uint64_t> wires;
   return wires;
@@ -133,11 +142,6 @@ void BlockIndex::Impl::RebaseRuns(Model& model, SourceData& src, SourceId source
 
 void BlockIndex::Impl::FindRuns(const Model& model, std::span<const BlockKey> keys, uint32_t group,
                                 uint64_t tier_mask, std::vector<SourceMatch>* res) const {
-  // A bytes-form key is never in a run store: the walk ends before it.
-  std::vector<uint64_t>& wires = WireScratch();
-  size_t bad = keys.size();
-  ToWires(keys, &wires, &bad);
-  if (bad < keys.size()) wires.resize(bad);
   thread_local std::vector<RunStore::SourcePrefix> got;
   // Admits the query's group and tiers; any value (a torn read's) is safe.
   auto classify = [group, tier_mask](uint32_t okey) -> std::optional<RunStore::OwnerClass> {
@@ -145,9 +149,8 @@ void BlockIndex::Impl::FindRuns(const Model& model, std::span<const BlockKey> ke
     if (OwnerGroup(okey) != group || ((tier_mask >> tier) & 1) == 0) return std::nullopt;
     return RunStore::OwnerClass{OwnerSource(okey), tier == static_cast<uint32_t>(Tier::kGpu)};
   };
+  model.runs->store.SourcePrefixes(StoreKeys{keys}, classify, &got);
   res->clear();
-  if (wires.empty()) return;
-  model.runs->store.SourcePrefixes(wires, classify, &got);
   for (const RunStore::SourcePrefix& p : got) {
     SourceMatch m;
     m.source = p.source;

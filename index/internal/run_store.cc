@@ -41,43 +41,6 @@ uint32_t RunStore::Find(uint64_t key, uint64_t hash, uint32_t* free_slot) const 
   return id;
 }
 
-std::optional<RunStore::Segment> RunStore::ReadSegmentAt(std::span<const uint64_t> keys, size_t i) const {
-  Segment seg;
-  const uint32_t id = Find(keys[i]);
-  if (id == kNone) return seg;
-  const PageMeta* meta = MetaOf(id >> kRunPageBits);
-  if (meta == nullptr) return std::nullopt;
-  const uint32_t run = meta->run.load(std::memory_order_relaxed);
-  seg.run = RunOf(run);
-  if (seg.run == nullptr) return std::nullopt;
-  seg.seq = seg.run->lock.ReadBegin();
-  // Inside the section: the entry must still be keys[i] in this run (its
-  // page may have moved to another run since the table said where it was).
-  const std::atomic<uint64_t>* entry = KeyWord(id);
-  if (meta->run.load(std::memory_order_relaxed) != run || entry->load(std::memory_order_relaxed) != keys[i]) {
-    return std::nullopt;
-  }
-  seg.pos = meta->base.load(std::memory_order_relaxed) + (id & (kRunPage - 1));
-  const uint32_t length = seg.run->length.load(std::memory_order_relaxed);
-  if (seg.pos >= length) return seg;   // k = 0; the caller validates it
-  const size_t limit = std::min<size_t>(length - seg.pos, keys.size() - i);
-  // Entries compared a page at a time: a page's 16 keys are one array.
-  const std::atomic<uint64_t>* page = entry - (id & (kRunPage - 1));
-  uint32_t slot = id & (kRunPage - 1), at_page = id >> kRunPageBits;
-  for (seg.k = 1; seg.k < limit; ++seg.k) {
-    if (++slot == kRunPage) {
-      const PageMeta* m = MetaOf(at_page);
-      if (m == nullptr) return std::nullopt;
-      at_page = m->next.load(std::memory_order_relaxed);
-      page = KeyWord(at_page << kRunPageBits);
-      if (page == nullptr) return std::nullopt;
-      slot = 0;
-    }
-    if (page[slot].load(std::memory_order_relaxed) != keys[i + seg.k]) break;
-  }
-  return seg;
-}
-
 void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<OwnerPrefix>* out) const {
   // Per source with every owner its own source and GPU owner: the owner's
   // own prefix and hits.

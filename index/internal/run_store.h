@@ -173,8 +173,17 @@ class RunStore {
   // run) is as it was at one moment, later segments at later moments; a
   // write to a run while the query reads it restarts the query. Allocates
   // nothing once `out` and the calling thread's scratch are warm.
+  //
+  // `keys` is a span of 64-bit keys or any view with size(), wire(i) and
+  // integer(i) (false for a key the store cannot hold, which ends the
+  // walk): a caller's own key type needs no copy.
+  template <typename Keys, typename Classify>
+    requires requires(const Keys& k) { k.wire(0) + k.integer(0); }
+  void SourcePrefixes(const Keys& keys, Classify classify, std::vector<SourcePrefix>* out) const;
   template <typename Classify>
-  void SourcePrefixes(std::span<const uint64_t> keys, Classify classify, std::vector<SourcePrefix>* out) const;
+  void SourcePrefixes(std::span<const uint64_t> keys, Classify classify, std::vector<SourcePrefix>* out) const {
+    SourcePrefixes(WireKeys{keys}, classify, out);
+  }
 
   // --- The writer's thread
   // One owner's hold on one key, everything the store knows of it (a
@@ -309,13 +318,21 @@ class RunStore {
   // The entry holding `key`, or kNone.
   uint32_t Find(uint64_t key, uint64_t hash, uint32_t* free_slot = nullptr) const;
   uint32_t Find(uint64_t key) const { return Find(key, MixKey(key)); }
+  // 64-bit keys as SourcePrefixes takes them.
+  struct WireKeys {
+    std::span<const uint64_t> keys;
+    size_t size() const { return keys.size(); }
+    uint64_t wire(size_t i) const { return keys[i]; }
+    static constexpr bool integer(size_t) { return true; }
+  };
   // The segment at keys[i], validated by the caller with its run's lock;
   // nullopt when what it read was torn (read it again).
-  std::optional<Segment> ReadSegmentAt(std::span<const uint64_t> keys, size_t i) const;
+  template <typename Keys>
+  std::optional<Segment> ReadSegmentAt(const Keys& keys, size_t i) const;
   // SourcePrefixes once: false when a write overlapped a segment (`out`
   // is then partial).
-  template <typename Classify>
-  bool ReadPrefixes(std::span<const uint64_t> keys, Classify& classify, std::vector<SourcePrefix>* out) const;
+  template <typename Keys, typename Classify>
+  bool ReadPrefixes(const Keys& keys, Classify& classify, std::vector<SourcePrefix>* out) const;
   // Credits segment `seg` at keys[i] to the sources that matched all of
   // keys [0, i); false when none matched all of it.
   template <typename Classify>
@@ -495,15 +512,55 @@ void RunStore::ForEachHolding(Fn fn) const {
   });
 }
 
-template <typename Classify>
-void RunStore::SourcePrefixes(std::span<const uint64_t> keys, Classify classify, std::vector<SourcePrefix>* out) const {
+template <typename Keys, typename Classify>
+  requires requires(const Keys& k) { k.wire(0) + k.integer(0); }
+void RunStore::SourcePrefixes(const Keys& keys, Classify classify, std::vector<SourcePrefix>* out) const {
   do {
     out->clear();
   } while (!ReadPrefixes(keys, classify, out));
 }
 
-template <typename Classify>
-bool RunStore::ReadPrefixes(std::span<const uint64_t> keys, Classify& classify, std::vector<SourcePrefix>* out) const {
+template <typename Keys>
+std::optional<RunStore::Segment> RunStore::ReadSegmentAt(const Keys& keys, size_t i) const {
+  Segment seg;
+  if (!keys.integer(i)) return seg;   // never indexed (integer-form keys only)
+  const uint32_t id = Find(keys.wire(i));
+  if (id == kNone) return seg;
+  const PageMeta* meta = MetaOf(id >> kRunPageBits);
+  if (meta == nullptr) return std::nullopt;
+  const uint32_t run = meta->run.load(std::memory_order_relaxed);
+  seg.run = RunOf(run);
+  if (seg.run == nullptr) return std::nullopt;
+  seg.seq = seg.run->lock.ReadBegin();
+  // Inside the section: the entry must still be keys[i] in this run (its
+  // page may have moved to another run since the table said where it was).
+  const std::atomic<uint64_t>* entry = KeyWord(id);
+  if (meta->run.load(std::memory_order_relaxed) != run || entry->load(std::memory_order_relaxed) != keys.wire(i)) {
+    return std::nullopt;
+  }
+  seg.pos = meta->base.load(std::memory_order_relaxed) + (id & (kRunPage - 1));
+  const uint32_t length = seg.run->length.load(std::memory_order_relaxed);
+  if (seg.pos >= length) return seg;   // k = 0; the caller validates it
+  const size_t limit = std::min<size_t>(length - seg.pos, keys.size() - i);
+  // Entries compared a page at a time: a page's 16 keys are one array.
+  const std::atomic<uint64_t>* page = entry - (id & (kRunPage - 1));
+  uint32_t slot = id & (kRunPage - 1), at_page = id >> kRunPageBits;
+  for (seg.k = 1; seg.k < limit; ++seg.k) {
+    if (++slot == kRunPage) {
+      const PageMeta* m = MetaOf(at_page);
+      if (m == nullptr) return std::nullopt;
+      at_page = m->next.load(std::memory_order_relaxed);
+      page = KeyWord(at_page << kRunPageBits);
+      if (page == nullptr) return std::nullopt;
+      slot = 0;
+    }
+    if (page[slot].load(std::memory_order_relaxed) != keys.wire(i + seg.k) || !keys.integer(i + seg.k)) break;
+  }
+  return seg;
+}
+
+template <typename Keys, typename Classify>
+bool RunStore::ReadPrefixes(const Keys& keys, Classify& classify, std::vector<SourcePrefix>* out) const {
   for (size_t i = 0; i < keys.size();) {
     const std::optional<Segment> seg = ReadSegmentAt(keys, i);
     if (!seg) return false;
