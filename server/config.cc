@@ -49,6 +49,7 @@ constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "er
 constexpr std::string_view kRouteClocks[] = {"wall", "simulated"};
 constexpr std::string_view kConnectModes[] = {"connect", "bind"};
 constexpr std::string_view kOnCorrupt[] = {"fail", "start-empty"};
+constexpr std::string_view kIndexCores[] = {"blocks", "runs"};
 constexpr std::string_view kProviderTypes[] = {"dns", "kubernetes"};
 
 // A scalar's type under the YAML 1.2 core schema (see the file comment).
@@ -740,6 +741,13 @@ Status ConfigParser::ReadTop(const Value& v, ServerConfig* c) {
          size_t i = 0;
          if (Status s = ReadChoice(f, kOnCorrupt, &i); !s.ok()) return s;
          c->on_corrupt = i == 0 ? OnCorruptData::kFail : OnCorruptData::kStartEmpty;
+         return Status::Ok();
+       }},
+      {"index_core",
+       [this, c](const Value& f) {
+         size_t i = 0;
+         if (Status s = ReadChoice(f, kIndexCores, &i); !s.ok()) return s;
+         c->index_core = i == 0 ? IndexCore::kBlocks : IndexCore::kRuns;
          return Status::Ok();
        }},
       {"snapshot",

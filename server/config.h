@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "index/block_index.h"
 #include "ingest/ingest_options.h"
 #include "ingest/source_config.h"
 #include "server/route_policy.h"
@@ -237,6 +238,8 @@ struct ServerConfig {
   MetricsConfig metrics;
   std::string data_dir = "./kvidx-data";   // empty = no persistence
   OnCorruptData on_corrupt = OnCorruptData::kFail;
+  // Which index core keeps the blocks (block_index.h, docs/RUN_CORE.md).
+  IndexCore index_core = IndexCore::kBlocks;
   SnapshotConfig snapshot;
   IngestConfig ingest;
   RoutingConfig routing;

@@ -46,6 +46,7 @@ SourceRegistry::Options RegistryOptions(const IngestConfig& c) {
 Node::Node(const ServerConfig& config)
     : config_(config),
       sources_(RegistryOptions(config.ingest)),
+      index_(IndexOptions{config.index_core}),
       sink_(&index_, &sources_, &tiers_),
       route_clock_(config.routing.simulated_clock),
       scraper_(std::make_unique<ingest::LoadScraper>(ScrapeOptions(config.routing, &route_clock_))),

@@ -169,6 +169,7 @@ metrics:
   listen: ""
 data_dir: ""
 on_corrupt: start-empty
+index_core: runs
 snapshot: {interval_seconds: 0, every_batches: 18446744073709551615, on_shutdown: false, sync: False}
 ingest:
   threads: 64
@@ -194,6 +195,7 @@ engines:
   EXPECT_EQ(c.metrics.listen, "");
   EXPECT_EQ(c.data_dir, "");
   EXPECT_EQ(c.on_corrupt, OnCorruptData::kStartEmpty);
+  EXPECT_EQ(c.index_core, IndexCore::kRuns);
   EXPECT_EQ(c.snapshot.interval_seconds, 0u);
   EXPECT_EQ(c.snapshot.every_batches, UINT64_MAX);
   EXPECT_FALSE(c.snapshot.on_shutdown);
@@ -263,6 +265,7 @@ TEST(ConfigTest, WrongTypes) {
   EXPECT_EQ(ErrorOf("models: {name: qwen}\n"), "cfg.yaml:1: models: expected a sequence, got a map");
   EXPECT_EQ(ErrorOf("engines:\n  - vllm-0\n"), "cfg.yaml:2: engines[0]: expected a map, got \"vllm-0\"");
   EXPECT_EQ(ErrorOf("models:\n  - name: a\n  - ~\n"), "cfg.yaml:3: models[1]: empty list entry");
+  EXPECT_EQ(ErrorOf("index_core: radix\n"), "cfg.yaml:1: index_core: expected one of blocks, runs, got \"radix\"");
   EXPECT_EQ(ErrorOf("on_corrupt: ignore\n"),
             "cfg.yaml:1: on_corrupt: expected one of fail, start-empty, got \"ignore\"");
   EXPECT_EQ(ErrorOf("snapshot: {sync: !!str true}\n"),
