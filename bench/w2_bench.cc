@@ -169,10 +169,10 @@ void PrintImpl(const Impl& impl) {
     const double held = static_cast<double>(r.held_blocks);
     std::printf(
         "w2 impl=%s allocated_bytes_per_held_block=%.1f tables=%.1f records=%.1f owners=%.1f spill=%.1f "
-        "sources=%.1f\n",
+        "sources=%.1f runs=%.1f\n",
         impl.name, static_cast<double>(m.total()) / held, static_cast<double>(m.tables) / held,
         static_cast<double>(m.records) / held, static_cast<double>(m.owners) / held,
-        static_cast<double>(m.spill) / held, static_cast<double>(m.sources) / held);
+        static_cast<double>(m.spill) / held, static_cast<double>(m.sources) / held, static_cast<double>(m.runs) / held);
   }
 }
 

@@ -32,8 +32,9 @@
 // attention group (GroupKind::kFullAttention), or group 0 when the engine
 // sends no kind, or when the model's options index every group. Other
 // groups only count in SourceIndexStats::unindexed_blocks, as do groups >= 63
-// (the owner word has 6 bits for the group) and a new owner of a block that
-// already has 16,384 (source, tier, group) owners (the owner array's limit;
+// (the owner word has 6 bits for the group) and, on the per-block core, a
+// new owner of a block that already has 16,384 (source, tier, group) owners
+// (the owner array's limit;
 // that source's later removal of the block then reads as remove_unknown). Queries match the
 // model's primary group (the first full-attention group seen, else 0) unless
 // the filter names one. A BlockRemoved carries no kind, so a removal is
@@ -75,6 +76,20 @@
 // source an exact set of its records (RecordSet: <= ~2 bytes per owned
 // block, 1 bit when dense) that makes ClearSource proportional to the
 // source's blocks, not the index.
+//
+// Cores (IndexOptions). The above describes the default per-block core.
+// The run core (IndexCore::kRuns, docs/RUN_CORE.md) keeps each model's
+// blocks as runs of consecutive chain keys (index/internal/run_store.h):
+// one writer lock per model instead of per shard (its measured write
+// rates are far above a fleet's), the same lock-free, per-segment-
+// validated readers, ClearSource through per-owner run lists, no owner
+// limit per block. Every call answers and counts as on the default core
+// (tests/index/core_equivalence_test.cc); eviction ranks differ only
+// within the histogram's resolution (the per-block core updates it in
+// shard order, the run core in event order). Not yet on the run core:
+// bytes-form keys (a write with one is InvalidArgument, a query stops
+// before one) and snapshots that keep runs (a restore builds one-block
+// runs: correct, slower until the blocks are stored again).
 //
 // Errors: calls return Status for unknown models, out-of-range ids and
 // capacity limits; event inconsistencies are not errors but drift counters.

@@ -150,8 +150,15 @@ void BlockIndex::Impl::FindRuns(const Model& model, std::span<const BlockKey> ke
     return RunStore::OwnerClass{OwnerSource(okey), tier == static_cast<uint32_t>(Tier::kGpu)};
   };
   model.runs->store.SourcePrefixes(StoreKeys{keys}, classify, &got);
+  // In ascending source order (PrefixMatch's contract): sorted as 8-byte
+  // (source, index) keys, not as 40-byte matches.
+  thread_local std::vector<uint64_t> order;
+  order.clear();
+  for (size_t j = 0; j < got.size(); ++j) order.push_back(uint64_t{got[j].source} << 32 | j);
+  std::sort(order.begin(), order.end());
   res->clear();
-  for (const RunStore::SourcePrefix& p : got) {
+  for (uint64_t o : order) {
+    const RunStore::SourcePrefix& p = got[o & 0xFFFFFFFFu];
     SourceMatch m;
     m.source = p.source;
     m.gpu_blocks = p.gpu_blocks;
@@ -160,7 +167,6 @@ void BlockIndex::Impl::FindRuns(const Model& model, std::span<const BlockKey> ke
     m.hits = p.hits;
     res->push_back(m);
   }
-  std::sort(res->begin(), res->end(), [](const SourceMatch& a, const SourceMatch& b) { return a.source < b.source; });
 }
 
 void BlockIndex::Impl::StampedRuns(Model& model, SourceId source,

@@ -6,9 +6,9 @@
 namespace kvidx::internal {
 
 const HitView* HitView::Build(std::span<const std::pair<uint32_t, const HitRanges*>> owners) {
-  if (owners.empty()) return nullptr;
   uint32_t pieces = 0;
-  for (const auto& [owner, ranges] : owners) pieces += static_cast<uint32_t>(ranges->pieces());
+  for (const auto& [owner, ranges] : owners) pieces += ranges == nullptr ? 0 : static_cast<uint32_t>(ranges->pieces());
+  if (pieces == 0) return nullptr;
   const auto n = static_cast<uint32_t>(owners.size());
   auto* v = new (::operator new(BytesFor(n, pieces))) HitView;
   v->owners_ = n;
@@ -17,7 +17,8 @@ const HitView* HitView::Build(std::span<const std::pair<uint32_t, const HitRange
   auto* piece = const_cast<HitRanges::Piece*>(v->Pieces());
   uint32_t first = 0;
   for (uint32_t i = 0; i < n; ++i) {
-    const std::span<const HitRanges::Piece> all = owners[i].second->all();
+    const std::span<const HitRanges::Piece> all =
+        owners[i].second == nullptr ? std::span<const HitRanges::Piece>() : owners[i].second->all();
     out[i] = Owner{owners[i].first, first, static_cast<uint32_t>(all.size())};
     for (const HitRanges::Piece& p : all) piece[first++] = {p.begin, p.end, std::min(p.count, kMaxViewedHits)};
   }
@@ -29,12 +30,13 @@ void HitView::Delete(void* view) {
   ::operator delete(view);
 }
 
-HitRanges::Sum HitView::Over(uint32_t owner, uint32_t begin, uint32_t end) const {
-  for (uint32_t i = 0; i < owners_; ++i) {
-    const Owner& o = Owners()[i];
-    if (o.owner == owner) return HitRanges::SumOver({Pieces() + o.first, o.count}, begin, end);
+HitRanges::Sum HitView::Over(uint32_t owner, uint32_t begin, uint32_t end, uint32_t row) const {
+  const Owner* o = row < owners_ && Owners()[row].owner == owner ? &Owners()[row] : nullptr;
+  for (uint32_t i = 0; o == nullptr && i < owners_; ++i) {
+    if (Owners()[i].owner == owner) o = &Owners()[i];
   }
-  return {};
+  if (o == nullptr) return {};
+  return HitRanges::SumOver({Pieces() + o->first, o->count}, begin, end);
 }
 
 }  // namespace kvidx::internal

@@ -29,13 +29,16 @@ inline constexpr uint32_t kMaxViewedHits = 255;
 
 class HitView {
  public:
-  // A view of `owners` (owner, its ranges; ranges not empty); null when
-  // there are none.
+  // A view of `owners` (owner, its ranges or null for none), in the order
+  // of the run's holder rows so that Over finds an owner at its row; null
+  // when no owner has hits.
   static const HitView* Build(std::span<const std::pair<uint32_t, const HitRanges*>> owners);
   static void Delete(void* view);
 
   // `owner`'s counts over [begin, end), each saturated at kMaxViewedHits.
-  HitRanges::Sum Over(uint32_t owner, uint32_t begin, uint32_t end) const;
+  // `row` is where the owner was when the view was built (its holder row):
+  // checked first, then every entry (a row that moved since).
+  HitRanges::Sum Over(uint32_t owner, uint32_t begin, uint32_t end, uint32_t row = 0) const;
   size_t bytes() const { return BytesFor(owners_, pieces_); }
 
  private:

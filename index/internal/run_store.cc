@@ -247,6 +247,7 @@ size_t RunStore::Clear(uint32_t owner, std::vector<uint32_t>* gone) {
     }
     Write(run_id);
     h->Drop(row);
+    if (run.hits.load(std::memory_order_relaxed) != nullptr) hits_dirty_.push_back(run_id);   // rows moved
     Prune(run_id);
   }
   Finish();
@@ -492,11 +493,26 @@ void RunStore::Finish() {
 void RunStore::PublishHits(uint32_t run_id) {
   hit_owners_.clear();
   Run& run = RunAt(run_id);
+  // By holder row (a reader looks an owner up at its row first); rows
+  // found through a sorted copy, not a scan per owner (a run of a large
+  // fleet has tens of owners).
+  const HolderBlock* h = run.block();
+  bool any = false;
+  hit_rows_.clear();
+  for (uint32_t row = 0; h != nullptr && row < h->count(); ++row) {
+    hit_owners_.emplace_back(h->owner(row), nullptr);
+    hit_rows_.emplace_back(h->owner(row), row);
+  }
+  std::sort(hit_rows_.begin(), hit_rows_.end());
   for (const OwnerRanges& r : run.ranges) {
-    if (!r.hits.empty()) hit_owners_.emplace_back(r.owner, &r.hits);
+    if (r.hits.empty()) continue;
+    auto it = std::lower_bound(hit_rows_.begin(), hit_rows_.end(), std::pair(r.owner, 0u));
+    if (it == hit_rows_.end() || it->first != r.owner) continue;   // no row: holds nothing (hits go with holds)
+    hit_owners_[it->second].second = &r.hits;
+    any = true;
   }
   const HitView* old = run.hits.load(std::memory_order_relaxed);
-  if (old == nullptr && hit_owners_.empty()) return;
+  if (old == nullptr && !any) return;
   Write(run_id).hits.store(HitView::Build(hit_owners_), std::memory_order_release);
   if (old != nullptr) Retire(const_cast<HitView*>(old), &HitView::Delete);
 }

@@ -393,7 +393,10 @@ class RunStore {
     if (row == HolderBlock::kNoRow || !h->Has(row, at.pos)) return false;
     Write(at.run);
     h->Clear(row, at.pos);
-    if (h->held(row) == 0) h->Drop(row);
+    if (h->held(row) == 0) {
+      h->Drop(row);   // the last row moves here: the hit view's row order is stale
+      if (run.hits.load(std::memory_order_relaxed) != nullptr) hits_dirty_.push_back(at.run);
+    }
     return true;
   }
   // Hold when the block needs a row for the owner or more words (`row`:
@@ -482,6 +485,7 @@ class RunStore {
   std::vector<uint32_t> touched_;      // Remove's scratch
   std::vector<uint32_t> hits_dirty_;   // runs whose hit view is stale
   std::vector<std::pair<uint32_t, const HitRanges*>> hit_owners_;   // PublishHits' scratch
+  std::vector<std::pair<uint32_t, uint32_t>> hit_rows_;              // (owner, row), PublishHits' scratch
   std::vector<std::pair<void*, void (*)(void*)>> garbage_;   // to retire at Finish
   // Per owner, the runs it joined (a row added to their holder block), so
   // that Clear visits those only. A run the owner has left since stays
@@ -642,7 +646,7 @@ bool RunStore::SourceSegment(const Segment& seg, uint32_t i, Classify& classify,
         const uint32_t on_gpu = end - g == 1 ? any : h->LeadingFrom(gpu->row, from, k);
         e->gpu_blocks += on_gpu;
         if (on_gpu > 0 && hits != nullptr) {
-          const HitRanges::Sum sum = hits->Over(gpu->owner, from, from + on_gpu);
+          const HitRanges::Sum sum = hits->Over(gpu->owner, from, from + on_gpu, gpu->row);
           e->hits += sum.hits;
           e->hit_blocks += sum.hit_blocks;
         }
