@@ -5,51 +5,80 @@
 // hand the blocks here; the owner identity is the per-block core's owner
 // word (source, tier, group), so both cores count and answer alike.
 #include <algorithm>
+#include <cstring>
+
+#include "base/byte_coding.h"
 
 #include "index/internal/index_state.h"
 
 namespace kvidx {
 namespace {
 
+using internal::KeyForm;
 using internal::KeyNote;
 using internal::RunStore;
 
-Status BytesFormKey(const BlockKey& key) {
-  return Status::InvalidArgument("block hash " + key.ToString() +
-                                 " is in bytes form: the run core keeps integer-form hashes only");
+// A bytes-form key's form (its length code and leading digest bytes), as
+// the per-block core's side keys hold it; code 0 for integer form.
+KeyForm FormOf(const BlockKey& key) {
+  KeyForm f;
+  if (!key.is_bytes()) return f;
+  const ProbeKey pk(key);
+  f.code = pk.code;
+  std::copy(std::begin(pk.head), std::end(pk.head), f.head);
+  return f;
 }
 
-// `keys` as the run store takes them; nullopt-like failure (false) when one
-// is in bytes form, which the run core does not keep yet.
-bool ToWires(std::span<const BlockKey> keys, std::vector<uint64_t>* out, size_t* bad = nullptr) {
-  out->resize(keys.size());
+// The BlockKey a run store entry (wire, form) stands for.
+BlockKey KeyOf(uint64_t wire, const KeyForm& form) {
+  if (form.code == 0) return BlockKey::FromU64(wire);
+  const size_t len = form.code == 0xFF ? 0 : form.code;
+  uint8_t head[24];
+  std::memcpy(head, form.head, sizeof(head));
+  uint8_t buf[BlockKey::kMaxBytes];
+  const size_t tail = len < 8 ? len : 8;
+  std::memcpy(buf, head, len - tail);
+  StoreBigEndian(buf + len - tail, wire, tail);
+  return BlockKey::FromBytes(buf, len);
+}
+
+// `keys` as the run store takes them: wires, and forms when one is in
+// bytes form (empty otherwise: integer-form writes and queries pay no
+// form). The calling thread's scratch.
+struct Converted {
+  std::vector<uint64_t> wires;
+  std::vector<KeyForm> forms;
+};
+Converted& Convert(std::span<const BlockKey> keys) {
+  thread_local Converted c;
+  c.wires.resize(keys.size());
+  c.forms.clear();
+  bool bytes = false;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (keys[i].is_bytes()) {
-      if (bad != nullptr) *bad = i;
-      return false;
-    }
-    (*out)[i] = keys[i].wire();
+    c.wires[i] = keys[i].wire();
+    bytes = bytes || keys[i].is_bytes();
   }
-  return true;
+  if (bytes) {
+    c.forms.resize(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) c.forms[i] = FormOf(keys[i]);
+  }
+  return c;
 }
 
-// A query's keys as the run store reads them, without a copy; a
-// bytes-form key is never in a run store, so the walk ends before it.
+// A query's keys as the run store reads them, without a copy of the
+// integer-form ones; `forms` is set when one is in bytes form.
 struct StoreKeys {
   std::span<const BlockKey> keys;
+  const KeyForm* forms = nullptr;
   size_t size() const { return keys.size(); }
   uint64_t wire(size_t i) const { return keys[i].wire(); }
-  bool integer(size_t i) const { return !keys[i].is_bytes(); }
+  const KeyForm* form(size_t i) const { return forms != nullptr && forms[i].code != 0 ? &forms[i] : nullptr; }
+  bool any_form() const { return forms != nullptr; }
 };
-
-std::vector<uint64_t>& WireScratch() {
-  thread_local std::vector<uint64_t> wires;
-  return wires;
-}
 
 OwnerRecord RecordOf(ModelId m, const RunStore::Holding& h) {
   return OwnerRecord{m,
-                     BlockKey::FromU64(h.key),
+                     KeyOf(h.key, h.form),
                      OwnerSource(h.owner),
                      static_cast<Tier>(OwnerTier(h.owner)),
                      OwnerGroup(h.owner),
@@ -63,11 +92,11 @@ OwnerRecord RecordOf(ModelId m, const RunStore::Holding& h) {
 Status BlockIndex::Impl::StoreRuns(Model& model, SourceData& src, SourceId source, uint32_t okey,
                                    std::span<const BlockKey> hashes, const std::optional<BlockKey>& parent,
                                    bool hit_candidate, bool reused) {
-  std::vector<uint64_t>& wires = WireScratch();
-  size_t bad = 0;
-  if (!ToWires(hashes, &wires, &bad)) return BytesFormKey(hashes[bad]);
+  const Converted& keys = Convert(hashes);
+  const std::vector<uint64_t>& wires = keys.wires;
   const uint64_t parent_wire = parent.has_value() ? parent->wire() : 0;
-  const uint64_t* before = parent.has_value() && !parent->is_bytes() ? &parent_wire : nullptr;
+  const KeyForm parent_form = parent.has_value() ? FormOf(*parent) : KeyForm{};
+  const uint64_t* before = parent.has_value() ? &parent_wire : nullptr;
   const uint32_t tier = OwnerTier(okey);
   thread_local std::vector<KeyNote> notes;
   // Steps as the per-block core takes them: one rebase always makes room.
@@ -79,8 +108,11 @@ Status BlockIndex::Impl::StoreRuns(Model& model, SourceData& src, SourceId sourc
     notes.resize(n);
     {
       MutexLock lock(model.runs->mu);
+      const std::span<const KeyForm> forms =
+          keys.forms.empty() ? std::span<const KeyForm>() : std::span(keys.forms).subspan(lo, n);
       model.runs->store.Store(okey, std::span(wires).subspan(lo, n), lo == 0 ? before : &wires[lo - 1],
-                              static_cast<uint32_t>(base + n), {hit_candidate, reused}, notes.data());
+                              static_cast<uint32_t>(base + n), {hit_candidate, reused}, notes.data(), forms,
+                              lo == 0 ? &parent_form : (keys.forms.empty() ? nullptr : &keys.forms[lo - 1]));
     }
     for (size_t i = 0; i < n; ++i) {
       const KeyNote& note = notes[i];
@@ -93,14 +125,12 @@ Status BlockIndex::Impl::StoreRuns(Model& model, SourceData& src, SourceId sourc
 
 Status BlockIndex::Impl::RemoveRuns(Model& model, SourceData& src, uint32_t okey, std::span<const BlockKey> hashes,
                                     std::span<uint32_t> removed) {
-  std::vector<uint64_t>& wires = WireScratch();
-  size_t bad = 0;
-  if (!ToWires(hashes, &wires, &bad)) return BytesFormKey(hashes[bad]);
+  const Converted& keys = Convert(hashes);
   thread_local std::vector<KeyNote> notes;
-  notes.resize(wires.size());
+  notes.resize(keys.wires.size());
   {
     MutexLock lock(model.runs->mu);
-    model.runs->store.Remove(okey, wires, notes.data());
+    model.runs->store.Remove(okey, keys.wires, notes.data(), keys.forms);
   }
   const uint32_t tier = OwnerTier(okey);
   for (size_t i = 0; i < notes.size(); ++i) {
@@ -112,9 +142,9 @@ Status BlockIndex::Impl::RemoveRuns(Model& model, SourceData& src, uint32_t okey
 }
 
 bool BlockIndex::Impl::HoldsRuns(Model& model, const BlockKey& key, uint32_t okey) {
-  if (key.is_bytes()) return false;
+  const KeyForm form = FormOf(key);
   MutexLock lock(model.runs->mu);
-  return model.runs->store.Copies(okey, key.wire()) > 0;
+  return model.runs->store.Copies(okey, key.wire(), &form) > 0;
 }
 
 void BlockIndex::Impl::ClearRuns(Model& model, SourceId source, std::optional<uint32_t> tier) {
@@ -149,7 +179,13 @@ void BlockIndex::Impl::FindRuns(const Model& model, std::span<const BlockKey> ke
     if (OwnerGroup(okey) != group || ((tier_mask >> tier) & 1) == 0) return std::nullopt;
     return RunStore::OwnerClass{OwnerSource(okey), tier == static_cast<uint32_t>(Tier::kGpu)};
   };
-  model.runs->store.SourcePrefixes(StoreKeys{keys}, classify, &got);
+  // Forms only when a key is in bytes form: an integer query reads the
+  // BlockKeys in place.
+  const KeyForm* forms = nullptr;
+  if (std::any_of(keys.begin(), keys.end(), [](const BlockKey& k) { return k.is_bytes(); })) {
+    forms = Convert(keys).forms.data();
+  }
+  model.runs->store.SourcePrefixes(StoreKeys{keys, forms}, classify, &got);
   // In ascending source order (PrefixMatch's contract): sorted as 8-byte
   // (source, index) keys, not as 40-byte matches.
   thread_local std::vector<uint64_t> order;
@@ -174,16 +210,16 @@ void BlockIndex::Impl::StampedRuns(Model& model, SourceId source,
   MutexLock lock(model.runs->mu);
   model.runs->store.ForEachHolding([&](const RunStore::Holding& h) {
     if (OwnerSource(h.owner) != source || OwnerTier(h.owner) != static_cast<uint32_t>(Tier::kGpu)) return;
-    gpu->emplace_back(h.stamp.value_or(0), BlockKey::FromU64(h.key));
+    gpu->emplace_back(h.stamp.value_or(0), KeyOf(h.key, h.form));
   });
 }
 
 void BlockIndex::Impl::LookupRuns(Model& model, ModelId m, const BlockKey& key, std::vector<OwnerRecord>* out) const {
-  if (key.is_bytes()) return;
   thread_local std::vector<RunStore::Holding> rows;
+  const KeyForm form = FormOf(key);
   {
     MutexLock lock(model.runs->mu);
-    model.runs->store.HoldingsOf(key.wire(), &rows);
+    model.runs->store.HoldingsOf(key.wire(), &rows, &form);
   }
   // Owner order: source, tier, group (the owner word's order).
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.owner < b.owner; });
@@ -196,8 +232,8 @@ void BlockIndex::Impl::DumpRuns(Model& model, ModelId m, std::vector<OwnerRecord
 }
 
 Status BlockIndex::Impl::RestoreRuns(Model& model, const OwnerRecord& o, uint32_t okey, uint32_t stamp) {
-  if (o.key.is_bytes()) return BytesFormKey(o.key);
-  const RunStore::Holding row{o.key.wire(), okey, o.refcount, o.hits, stamp, std::nullopt};
+  RunStore::Holding row{o.key.wire(), okey, o.refcount, o.hits, stamp, std::nullopt};
+  row.form = FormOf(o.key);
   MutexLock lock(model.runs->mu);
   if (model.runs->store.Restore(std::span(&row, 1)) == 0) {
     return Status::Corruption("duplicate owner record for " + o.key.ToString());

@@ -21,7 +21,10 @@ RunStore::~RunStore() {
     if (HolderBlock* h = run.block()) HolderBlock::Delete(h);
     if (const HitView* v = run.hits.load(std::memory_order_relaxed)) HitView::Delete(const_cast<HitView*>(v));
   });
-  for (PageChunk* c : page_chunks_) delete c;
+  for (PageChunk* c : page_chunks_) {
+    delete[] c->forms.load(std::memory_order_relaxed);
+    delete c;
+  }
   for (RunChunk* c : run_chunks_) delete c;
   for (auto& [p, deleter] : garbage_) deleter(p);
   delete table_.load(std::memory_order_relaxed);
@@ -29,16 +32,41 @@ RunStore::~RunStore() {
 
 // ---------------------------------------------------------------- readers
 
-uint32_t RunStore::Find(uint64_t key, uint64_t hash, uint32_t* free_slot) const {
+uint32_t RunStore::Find(uint64_t key, uint64_t hash, uint32_t* free_slot, const KeyForm* form) const {
+  if (form != nullptr && form->code == 0) form = nullptr;
   uint32_t id = kNoId;
   table_.load(std::memory_order_acquire)->FindSlot(
       hash,
       [&](uint32_t candidate) {
         const std::atomic<uint64_t>* k = KeyWord(candidate);
-        return k != nullptr && k->load(std::memory_order_relaxed) == key;
+        return k != nullptr && k->load(std::memory_order_relaxed) == key && SameForm(candidate, form);
       },
       &id, free_slot);
   return id;
+}
+
+KeyForm RunStore::FormAt(uint32_t id) const {
+  KeyForm f;
+  if (!has_forms_.load(std::memory_order_relaxed)) return f;
+  const FormSlot* s = page_chunks_[id / kChunkEntries]->forms.load(std::memory_order_relaxed);
+  if (s == nullptr) return f;
+  f.code = s[id % kChunkEntries].w[0].load(std::memory_order_relaxed);
+  for (int i = 0; i < 6; ++i) f.head[i] = s[id % kChunkEntries].w[1 + i].load(std::memory_order_relaxed);
+  return f;
+}
+
+void RunStore::SetFormSlow(uint32_t id, const KeyForm* form) {
+  PageChunk* c = page_chunks_[id / kChunkEntries];
+  FormSlot* s = c->forms.load(std::memory_order_relaxed);
+  if (s == nullptr) {
+    if (form == nullptr) return;   // integer form: the chunk needs no forms
+    s = new FormSlot[kChunkEntries]();
+    c->forms.store(s, std::memory_order_release);
+    has_forms_.store(true, std::memory_order_release);
+  }
+  FormSlot& slot = s[id % kChunkEntries];
+  slot.w[0].store(form == nullptr ? 0 : form->code, std::memory_order_relaxed);
+  for (int i = 0; i < 6; ++i) slot.w[1 + i].store(form == nullptr ? 0 : form->head[i], std::memory_order_relaxed);
 }
 
 void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<OwnerPrefix>* out) const {
@@ -54,22 +82,23 @@ void RunStore::LongestPrefixes(std::span<const uint64_t> keys, std::vector<Owner
 // ---------------------------------------------------------------- writer
 
 void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent, uint32_t top,
-                     StoreRule rule, KeyNote* notes) {
+                     StoreRule rule, KeyNote* notes, std::span<const KeyForm> forms, const KeyForm* parent_form) {
   Place at;   // the last block stored or found: the chain continues after it
   Batch batch, extra, hits;
   if (parent != nullptr) {
-    const uint32_t id = Find(*parent);
+    const uint32_t id = Find(*parent, parent_form);
     if (id != kNone) at = PlaceOf(id);
   }
   HashRing ring;
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint64_t key = keys[i];
+    const KeyForm* const form = forms.empty() || forms[i].code == 0 ? nullptr : &forms[i];
     const uint32_t stamp = top - static_cast<uint32_t>(i);
     KeyNote* const note = notes == nullptr ? nullptr : &notes[i];
     StartAhead(keys, i, ring);
     if (at.run != kNone && at.pos + 1 < RunAt(at.run).len()) {
       const Place next = Next(at);
-      if (KeyOf(next.id) == key) {
+      if (KeyOf(next.id) == key && SameForm(next.id, form)) {
         at = next;
         Count(at, owner, rule, batch, extra, hits, note);
         Batched(batch, at, stamp, owner, /*hit=*/false);
@@ -78,13 +107,13 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
     }
     uint32_t free_slot = kNoId;
     const uint64_t hash = ring[i % kRing];
-    const uint32_t id = Find(key, hash, &free_slot);
+    const uint32_t id = Find(key, hash, &free_slot, form);
     if (id != kNone) {
       at = PlaceOf(id);
     } else {
       // A new block extends the run whose last entry is its parent.
       const bool extend = at.run != kNone && at.pos + 1 == RunAt(at.run).len();
-      at = Append(extend ? at.run : NewRun(), key, hash, free_slot);
+      at = Append(extend ? at.run : NewRun(), key, hash, free_slot, form);
     }
     Count(at, owner, rule, batch, extra, hits, note);
     Batched(batch, at, stamp, owner, /*hit=*/false);
@@ -176,7 +205,8 @@ std::vector<uint32_t> RunStore::RunsOf(uint32_t owner) {
   return runs;
 }
 
-size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, KeyNote* notes) {
+size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, KeyNote* notes,
+                        std::span<const KeyForm> forms) {
   touched_.clear();
   size_t held = 0;
   HashRing ring;
@@ -184,7 +214,7 @@ size_t RunStore::Remove(uint32_t owner, std::span<const uint64_t> keys, KeyNote*
     KeyNote* const note = notes == nullptr ? nullptr : &notes[i];
     if (note != nullptr) *note = KeyNote{};
     StartAhead(keys, i, ring);
-    const uint32_t id = Find(keys[i], ring[i % kRing]);
+    const uint32_t id = Find(keys[i], ring[i % kRing], nullptr, forms.empty() ? nullptr : &forms[i]);
     if (id == kNone) continue;
     const Place at = PlaceOf(id);
     Run& run = RunAt(at.run);
@@ -277,9 +307,9 @@ void RunStore::Owners(std::vector<uint32_t>* out) const {
   for (const auto& [owner, runs] : owner_runs_) out->push_back(owner);
 }
 
-void RunStore::HoldingsOf(uint64_t key, std::vector<Holding>* out) const {
+void RunStore::HoldingsOf(uint64_t key, std::vector<Holding>* out, const KeyForm* form) const {
   out->clear();
-  const uint32_t id = Find(key);
+  const uint32_t id = Find(key, form);
   if (id == kNone) return;
   const Place at = PlaceOf(id);
   const Run& run = RunAt(at.run);
@@ -289,6 +319,8 @@ void RunStore::HoldingsOf(uint64_t key, std::vector<Holding>* out) const {
   for (uint32_t row = 0; h != nullptr && row < h->count(); ++row) {
     if (!h->Has(row, at.pos)) continue;
     out->push_back(HoldingAt(run, h->owner(row), at.pos, key, parent));
+    out->back().form = FormAt(id);
+    if (parent) out->back().parent_form = FormAt(EntryAt(at.run, at.pos - 1));
   }
 }
 
@@ -298,14 +330,19 @@ size_t RunStore::Restore(std::span<const Holding> rows) {
   // key (another owner of it) or its parent, found without a lookup.
   Place last;
   uint64_t last_key = 0;
+  KeyForm last_form;
   for (const Holding& row : rows) {
     Place at;
-    if (last.id != kNone && last_key == row.key) {
+    if (last.id != kNone && last_key == row.key && last_form == row.form) {
       at = last;
     } else {
       uint32_t before = kNone;
-      if (row.parent) before = last.id != kNone && last_key == *row.parent ? last.id : Find(*row.parent);
-      at = Locate(row.key, before);
+      if (row.parent) {
+        before = last.id != kNone && last_key == *row.parent && last_form == row.parent_form
+                     ? last.id
+                     : Find(*row.parent, &row.parent_form);
+      }
+      at = Locate(row.key, &row.form, before);
     }
     Run& run = RunAt(at.run);
     if (!Hold(run, at, row.owner)) break;   // a duplicate
@@ -320,6 +357,7 @@ size_t RunStore::Restore(std::span<const Holding> rows) {
     }
     last = at;
     last_key = row.key;
+    last_form = row.form;
     ++applied;
   }
   Finish();
@@ -394,8 +432,8 @@ void RunStore::Coldest(uint32_t owner, size_t n, std::vector<uint64_t>* out) con
   for (size_t j = 0; j < n; ++j) out->push_back(aged[j].second);
 }
 
-uint32_t RunStore::Copies(uint32_t owner, uint64_t key) const {
-  const uint32_t id = Find(key);
+uint32_t RunStore::Copies(uint32_t owner, uint64_t key, const KeyForm* form) const {
+  const uint32_t id = Find(key, form);
   if (id == kNone) return 0;
   const Place at = PlaceOf(id);
   const Run& run = RunAt(at.run);
@@ -439,7 +477,11 @@ uint64_t RunStore::HeldByAll() const {
 }
 
 size_t RunStore::MemoryBytes() const {
-  size_t bytes = page_chunks_.size() * sizeof(PageChunk) + run_chunks_.size() * sizeof(RunChunk) +
+  size_t bytes = 0;
+  for (const PageChunk* c : page_chunks_) {
+    bytes += sizeof(PageChunk) + (c->forms.load(std::memory_order_relaxed) != nullptr ? kChunkEntries * sizeof(FormSlot) : 0);
+  }
+  bytes += run_chunks_.size() * sizeof(RunChunk) +
                  (page_chunks_.capacity() + run_chunks_.capacity()) * sizeof(void*) +
                  (free_pages_.capacity() + free_runs_.capacity()) * sizeof(uint32_t) +
                  table_.load(std::memory_order_relaxed)->bytes();
@@ -555,7 +597,8 @@ uint32_t RunStore::EntryAt(uint32_t run, uint32_t pos) const {
   return page << kRunPageBits | pos % kRunPage;
 }
 
-RunStore::Place RunStore::Append(uint32_t run, uint64_t key, uint64_t hash, uint32_t free_slot) {
+RunStore::Place RunStore::Append(uint32_t run, uint64_t key, uint64_t hash, uint32_t free_slot,
+                                 const KeyForm* form) {
   if (growth_left_ == 0) {
     GrowTable();
     free_slot = kNoId;   // a slot of the old table
@@ -574,6 +617,7 @@ RunStore::Place RunStore::Append(uint32_t run, uint64_t key, uint64_t hash, uint
   }
   const uint32_t id = r.last_page << kRunPageBits | slot;
   KeyAt(id).store(key, std::memory_order_relaxed);
+  SetForm(id, form);   // before the table publishes the entry
   Table* table = table_.load(std::memory_order_relaxed);
   if (free_slot != kNoId ? table->InsertAt(free_slot, hash, id) : table->Insert(hash, id)) --growth_left_;
   ++size_;
@@ -581,14 +625,15 @@ RunStore::Place RunStore::Append(uint32_t run, uint64_t key, uint64_t hash, uint
   return {id, run, length};
 }
 
-RunStore::Place RunStore::Locate(uint64_t key, uint32_t before) {
+RunStore::Place RunStore::Locate(uint64_t key, const KeyForm* form, uint32_t before) {
+  if (form != nullptr && form->code == 0) form = nullptr;
   const uint64_t hash = MixKey(key);
   uint32_t free_slot = kNoId;
-  const uint32_t id = Find(key, hash, &free_slot);
+  const uint32_t id = Find(key, hash, &free_slot, form);
   if (id != kNone) return PlaceOf(id);
   const Place b = before == kNone ? Place{} : PlaceOf(before);
   const bool extend = b.run != kNone && b.pos + 1 == RunAt(b.run).len();
-  return Append(extend ? b.run : NewRun(), key, hash, free_slot);
+  return Append(extend ? b.run : NewRun(), key, hash, free_slot, form);
 }
 
 uint32_t RunStore::NewRun() {

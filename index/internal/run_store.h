@@ -72,6 +72,17 @@ namespace kvidx::internal {
 inline constexpr uint32_t kRunPageBits = 4;
 inline constexpr uint32_t kRunPage = 1u << kRunPageBits;   // entries per page
 
+// The rest of a bytes-form key beyond its 64-bit wire value (BlockKey's
+// length code and leading digest bytes, as RecordArena's side keys hold
+// them); code 0 is integer form. A key matches an entry only when wire and
+// form agree, so the two forms never meet. Calls take forms as pointers:
+// null (or code 0) for an integer-form key.
+struct KeyForm {
+  uint32_t code = 0;
+  uint32_t head[6] = {};
+  friend bool operator==(const KeyForm&, const KeyForm&) = default;
+};
+
 // What a run store write did to each of its keys, in the write's order: the
 // caller's counters and recency ranks. `stamp` is the owner's stamp
 // before the write (kCopy, kHit, kRemoved*; 0 if it had none).
@@ -110,14 +121,18 @@ class RunStore {
   // one copy for the owner (vLLM sends one BlockStored per physical copy),
   // or a hit as `rule` says, and the recency stamp `top - i` (keys[i];
   // earlier blocks newer). With `notes`, notes[i] says what keys[i] did.
+  // `forms` (empty: every key integer form) and `parent_form` give the
+  // forms of bytes-form keys.
   void Store(uint32_t owner, std::span<const uint64_t> keys, const uint64_t* parent, uint32_t top,
-             StoreRule rule = {}, KeyNote* notes = nullptr);
+             StoreRule rule = {}, KeyNote* notes = nullptr, std::span<const KeyForm> forms = {},
+             const KeyForm* parent_form = nullptr);
   // One BlockRemoved of `owner`: each listed key loses one copy, and stops
   // being held when its last goes. With `notes`, notes[i] says what
   // keys[i] did (with the stamp of a key that left: the eviction-rank
   // input). Returns how many of `keys` had a copy to lose; the others
   // change nothing (the caller's remove_unknown drift).
-  size_t Remove(uint32_t owner, std::span<const uint64_t> keys, KeyNote* notes = nullptr);
+  size_t Remove(uint32_t owner, std::span<const uint64_t> keys, KeyNote* notes = nullptr,
+                std::span<const KeyForm> forms = {});
 
   // One engine-confirmed hit (a full-report re-announcement) on each
   // listed key the owner holds, which also takes the stamp `top - i`.
@@ -174,11 +189,11 @@ class RunStore {
   // write to a run while the query reads it restarts the query. Allocates
   // nothing once `out` and the calling thread's scratch are warm.
   //
-  // `keys` is a span of 64-bit keys or any view with size(), wire(i) and
-  // integer(i) (false for a key the store cannot hold, which ends the
-  // walk): a caller's own key type needs no copy.
+  // `keys` is a span of 64-bit keys or any view with size(), wire(i),
+  // form(i) (a KeyForm pointer, null for integer form) and any_form():
+  // a caller's own key type needs no copy.
   template <typename Keys, typename Classify>
-    requires requires(const Keys& k) { k.wire(0) + k.integer(0); }
+    requires requires(const Keys& k) { k.wire(0) + (k.form(0) == nullptr); }
   void SourcePrefixes(const Keys& keys, Classify classify, std::vector<SourcePrefix>* out) const;
   template <typename Classify>
   void SourcePrefixes(std::span<const uint64_t> keys, Classify classify, std::vector<SourcePrefix>* out) const {
@@ -196,6 +211,7 @@ class RunStore {
     uint64_t hits;
     std::optional<uint32_t> stamp;
     std::optional<uint64_t> parent;
+    KeyForm form = {}, parent_form = {};
   };
   // fn(const Holding&) for every (key, owner) held, run by run in position
   // order, owners in each run's order. O(runs + holdings).
@@ -203,7 +219,7 @@ class RunStore {
   void ForEachHolding(Fn fn) const;
   // Every owner's holding of `key` (none when it is not indexed), in the
   // run's owner order; `out` is cleared first.
-  void HoldingsOf(uint64_t key, std::vector<Holding>* out) const;
+  void HoldingsOf(uint64_t key, std::vector<Holding>* out, const KeyForm* form = nullptr) const;
 
   // Holds each row's key for its owner with the row's copies, hits and
   // stamp, placing a key not yet indexed after its parent when the parent
@@ -220,7 +236,7 @@ class RunStore {
   void Coldest(uint32_t owner, size_t n, std::vector<uint64_t>* out) const;
 
   // The owner's copies of `key`; 0 when it does not hold it.
-  uint32_t Copies(uint32_t owner, uint64_t key) const;
+  uint32_t Copies(uint32_t owner, uint64_t key, const KeyForm* form = nullptr) const;
   // The owner's recency stamp of `key`, if it holds it.
   std::optional<uint32_t> Stamp(uint32_t owner, uint64_t key) const;
   uint64_t HeldBy(uint32_t owner) const;   // O(runs)
@@ -251,9 +267,15 @@ class RunStore {
     std::atomic<uint32_t> base{0};      // run position of the page's first entry
     std::atomic<uint32_t> next{kNone};  // the run's next page
   };
+  // Forms of a chunk's entries, allocated with the chunk's first
+  // bytes-form key (zeroed: integer form).
+  struct FormSlot {
+    std::atomic<uint32_t> w[7];   // code, head[6]
+  };
   struct PageChunk {
     PageMeta meta[kChunkPages];
     std::atomic<uint64_t> keys[kChunkEntries];   // by entry id
+    std::atomic<FormSlot*> forms{nullptr};
   };
   // An owner's hits and stamps over a run's positions (present once the
   // owner was stamped there).
@@ -315,20 +337,50 @@ class RunStore {
     const RunChunk* c = runs_.Get(run >> kRunChunkBits);
     return c == nullptr ? nullptr : &c->runs[run % kRunChunk];
   }
-  // The entry holding `key`, or kNone.
-  uint32_t Find(uint64_t key, uint64_t hash, uint32_t* free_slot = nullptr) const;
-  uint32_t Find(uint64_t key) const { return Find(key, MixKey(key)); }
+  // The entry holding `key` (of form `form`), or kNone.
+  uint32_t Find(uint64_t key, uint64_t hash, uint32_t* free_slot = nullptr, const KeyForm* form = nullptr) const;
+  uint32_t Find(uint64_t key, const KeyForm* form = nullptr) const {
+    return Find(key, MixKey(key), nullptr, form);
+  }
+  // Whether entry `id` has form `form` (null: integer). One load while
+  // the store holds no bytes-form key.
+  bool SameForm(uint32_t id, const KeyForm* form) const {
+    if (!has_forms_.load(std::memory_order_acquire)) return form == nullptr;
+    const PageChunk* c = ChunkOf(id);
+    if (c == nullptr) return false;   // a stale id (readers)
+    const FormSlot* s = c->forms.load(std::memory_order_acquire);
+    const uint32_t code = s == nullptr ? 0 : s[id % kChunkEntries].w[0].load(std::memory_order_relaxed);
+    if (form == nullptr || code != form->code) return form == nullptr && code == 0;
+    for (int i = 0; i < 6; ++i) {
+      if (s[id % kChunkEntries].w[1 + i].load(std::memory_order_relaxed) != form->head[i]) return false;
+    }
+    return true;
+  }
+  const PageChunk* ChunkOf(uint32_t id) const { return pages_.Get(id / kChunkEntries); }
+  // The form of entry `id` (the writer's).
+  KeyForm FormAt(uint32_t id) const;
+  // Inline for the usual case: an integer key in a store without forms.
+  void SetForm(uint32_t id, const KeyForm* form) {
+    if (form == nullptr && !has_forms_.load(std::memory_order_relaxed)) return;
+    SetFormSlow(id, form);
+  }
+  void SetFormSlow(uint32_t id, const KeyForm* form);
   // 64-bit keys as SourcePrefixes takes them.
   struct WireKeys {
     std::span<const uint64_t> keys;
     size_t size() const { return keys.size(); }
     uint64_t wire(size_t i) const { return keys[i]; }
-    static constexpr bool integer(size_t) { return true; }
+    static constexpr const KeyForm* form(size_t) { return nullptr; }
+    static constexpr bool any_form() { return false; }
   };
   // The segment at keys[i], validated by the caller with its run's lock;
   // nullopt when what it read was torn (read it again).
   template <typename Keys>
   std::optional<Segment> ReadSegmentAt(const Keys& keys, size_t i) const;
+  // How many of the k entries from `id` (keys [i, i + k), wires equal)
+  // also have the keys' forms.
+  template <typename Keys>
+  uint32_t FormsAgree(const Keys& keys, size_t i, uint32_t id, uint32_t k) const;
   // SourcePrefixes once: false when a write overlapped a segment (`out`
   // is then partial).
   template <typename Keys, typename Classify>
@@ -362,8 +414,8 @@ class RunStore {
   Place Next(const Place& at) const;
   // The entry at position `pos` of run `run` (pos < its length).
   uint32_t EntryAt(uint32_t run, uint32_t pos) const;
-  // Appends `key` (not indexed) to run `run`; its place.
-  Place Append(uint32_t run, uint64_t key, uint64_t hash, uint32_t free_slot);
+  // Appends `key` (not indexed; of form `form`) to run `run`; its place.
+  Place Append(uint32_t run, uint64_t key, uint64_t hash, uint32_t free_slot, const KeyForm* form = nullptr);
   // A store's count on the entry at `at` for `owner`, as `rule` says: a
   // hold, a copy beyond the first (joins `extra`) or a hit (joins `hits`);
   // batches are positions of one run, counted when applied. `stamps` is
@@ -441,7 +493,7 @@ class RunStore {
   void StartAhead(std::span<const uint64_t> keys, size_t i, HashRing& ring) const;
   // Where `key` goes for a restore: its entry, or a new one after the
   // entry `before` (kNone: none) when that ends its run, else in a new run.
-  Place Locate(uint64_t key, uint32_t before);
+  Place Locate(uint64_t key, const KeyForm* form, uint32_t before);
   // The owner's row was added to `run`'s holder block: remember the run
   // for Clear.
   void Joined(uint32_t owner, uint32_t run);
@@ -473,6 +525,7 @@ class RunStore {
   PtrDir<PageChunk> pages_{(size_t{1} << (32 - kRunPageBits)) / kChunkPages};
   PtrDir<RunChunk> runs_{(size_t{1} << (32 - kRunPageBits)) / kRunChunk};
   std::atomic<uint32_t> pages_top_{0}, runs_top_{0};   // handed out (live or free)
+  std::atomic<bool> has_forms_{false};                  // some entry was bytes form
   // The writer's.
   std::vector<PageChunk*> page_chunks_;   // as in pages_
   std::vector<RunChunk*> run_chunks_;     // as in runs_
@@ -505,19 +558,25 @@ void RunStore::ForEachHolding(Fn fn) const {
     const HolderBlock* h = run.block();
     if (h == nullptr) return;
     std::optional<uint64_t> parent;
+    KeyForm parent_form;
     ForEachEntry(run, [&](uint32_t pos, uint32_t id) {
       const uint64_t key = KeyOf(id);
+      const KeyForm form = FormAt(id);
       for (uint32_t row = 0; row < h->count(); ++row) {
         if (!h->Has(row, pos)) continue;
-        fn(HoldingAt(run, h->owner(row), pos, key, parent));
+        Holding out = HoldingAt(run, h->owner(row), pos, key, parent);
+        out.form = form;
+        out.parent_form = parent_form;
+        fn(out);
       }
       parent = key;
+      parent_form = form;
     });
   });
 }
 
 template <typename Keys, typename Classify>
-  requires requires(const Keys& k) { k.wire(0) + k.integer(0); }
+  requires requires(const Keys& k) { k.wire(0) + (k.form(0) == nullptr); }
 void RunStore::SourcePrefixes(const Keys& keys, Classify classify, std::vector<SourcePrefix>* out) const {
   do {
     out->clear();
@@ -527,8 +586,7 @@ void RunStore::SourcePrefixes(const Keys& keys, Classify classify, std::vector<S
 template <typename Keys>
 std::optional<RunStore::Segment> RunStore::ReadSegmentAt(const Keys& keys, size_t i) const {
   Segment seg;
-  if (!keys.integer(i)) return seg;   // never indexed (integer-form keys only)
-  const uint32_t id = Find(keys.wire(i));
+  const uint32_t id = Find(keys.wire(i), keys.form(i));
   if (id == kNone) return seg;
   const PageMeta* meta = MetaOf(id >> kRunPageBits);
   if (meta == nullptr) return std::nullopt;
@@ -545,6 +603,7 @@ std::optional<RunStore::Segment> RunStore::ReadSegmentAt(const Keys& keys, size_
   seg.pos = meta->base.load(std::memory_order_relaxed) + (id & (kRunPage - 1));
   const uint32_t length = seg.run->length.load(std::memory_order_relaxed);
   if (seg.pos >= length) return seg;   // k = 0; the caller validates it
+  const bool forms = has_forms_.load(std::memory_order_acquire);
   const size_t limit = std::min<size_t>(length - seg.pos, keys.size() - i);
   // Entries compared a page at a time: a page's 16 keys are one array.
   const std::atomic<uint64_t>* page = entry - (id & (kRunPage - 1));
@@ -558,9 +617,26 @@ std::optional<RunStore::Segment> RunStore::ReadSegmentAt(const Keys& keys, size_
       if (page == nullptr) return std::nullopt;
       slot = 0;
     }
-    if (page[slot].load(std::memory_order_relaxed) != keys.wire(i + seg.k) || !keys.integer(i + seg.k)) break;
+    if (page[slot].load(std::memory_order_relaxed) != keys.wire(i + seg.k)) break;
   }
+  // Forms apart from the wire loop, only when some key or entry has one.
+  if (forms || keys.any_form()) seg.k = FormsAgree(keys, i, id, seg.k);
   return seg;
+}
+
+template <typename Keys>
+uint32_t RunStore::FormsAgree(const Keys& keys, size_t i, uint32_t id, uint32_t k) const {
+  uint32_t slot = id & (kRunPage - 1), page = id >> kRunPageBits;
+  for (uint32_t j = 1; j < k; ++j) {
+    if (++slot == kRunPage) {
+      const PageMeta* m = MetaOf(page);
+      if (m == nullptr) return j;   // torn: the caller's validation catches it
+      page = m->next.load(std::memory_order_relaxed);
+      slot = 0;
+    }
+    if (!SameForm(page << kRunPageBits | slot, keys.form(i + j))) return j;
+  }
+  return k;
 }
 
 template <typename Keys, typename Classify>

@@ -483,7 +483,6 @@ TEST_F(BlockIndexTest, EvictionRankHistogram) {
 }
 
 TEST_F(BlockIndexTest, BytesKeysKeepFullDigest) {
-  if (testing::OnRunCore()) GTEST_SKIP() << "the run core keeps integer-form keys only (docs/RUN_CORE.md)";
   uint8_t a[32], b[32];
   for (int i = 0; i < 32; ++i) a[i] = b[i] = static_cast<uint8_t>(i);
   b[0] = 0xFF;   // same last 8 bytes (same wire), different digest
@@ -517,7 +516,6 @@ TEST_F(BlockIndexTest, BytesKeysKeepFullDigest) {
 // While a shard holds only integer-form keys, lookups skip its side
 // directory; a bytes-form key with the same wire must still not match.
 TEST_F(BlockIndexTest, BytesKeyDoesNotMatchAnIntegerKeyWithTheSameWire) {
-  if (testing::OnRunCore()) GTEST_SKIP() << "the run core keeps integer-form keys only (docs/RUN_CORE.md)";
   uint8_t a[32];
   for (int i = 0; i < 32; ++i) a[i] = static_cast<uint8_t>(i + 1);
   BlockKey kb = BlockKey::FromBytes(a, 32);
@@ -981,26 +979,6 @@ TEST(RegistryTest, TiersAndSources) {
   EXPECT_EQ(SourceRegistry::Reader(s).Get(1)->replica, "b");
   EXPECT_EQ(SourceRegistry::Reader(s).Get(2), nullptr);
   EXPECT_EQ(SourceStateName(SourceState::kExact), "EXACT");
-}
-
-// The run core refuses a bytes-form key with a clear error and indexes
-// nothing of that event; queries with one stop before it.
-TEST(BlockIndexRunCoreTest, RefusesBytesFormKeysClearly) {
-  BlockIndex index(IndexOptions{IndexCore::kRuns});
-  const ModelId m = index.AddModel("m").value();
-  uint8_t digest[32] = {};
-  digest[31] = 7;
-  const std::vector<BlockKey> keys = {K(1), BlockKey::FromBytes(digest, 32), K(3)};
-  const Status st = index.Store(m, 0, Tier::kGpu, {}, keys, std::nullopt);
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.ToString().find("bytes form"), std::string::npos) << st.ToString();
-  EXPECT_EQ(index.BlockCount(m), 0u);
-  EXPECT_EQ(index.Remove(m, 0, Tier::kGpu, {}, keys).code(), StatusCode::kInvalidArgument);
-  ASSERT_TRUE(index.Store(m, 0, Tier::kGpu, {}, Keys({1}), std::nullopt).ok());
-  PrefixMatch out;
-  ASSERT_TRUE(index.FindPrefix(m, keys, {}, &out).ok());
-  ASSERT_EQ(out.sources.size(), 1u);
-  EXPECT_EQ(out.sources[0].gpu_blocks, 1u);
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 // ClearSource and a restore of each core's snapshot into a fresh index of
 // the other core. Events mix chained stores of shared prefixes, parentless
 // re-announcements (hits), declared reuse, orphan and out-of-order pieces,
-// lower tiers, a second group, removals of copies and of unknown blocks.
+// lower tiers, a second group, removals of copies and of unknown blocks,
+// and keys in both forms (integer and bytes, sharing wire values).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,9 +25,19 @@ namespace {
 constexpr int kEvents = kUnderSanitizer ? 3000 : 30000;
 constexpr SourceId kSources = 6;
 
-std::vector<BlockKey> Chain(std::span<const uint64_t> ks) {
+// Value v as an integer-form key, or as a 32-byte digest whose last 8
+// bytes are v: the two forms share wire values and must never meet.
+BlockKey Key(uint64_t v, bool bytes) {
+  if (!bytes) return BlockKey::FromU64(v);
+  uint8_t d[32];
+  for (int i = 0; i < 24; ++i) d[i] = static_cast<uint8_t>((v * 0x9E3779B97F4A7C15ULL) >> (i % 8 * 8)) ^ static_cast<uint8_t>(i);
+  for (int i = 0; i < 8; ++i) d[24 + i] = static_cast<uint8_t>(v >> (56 - 8 * i));
+  return BlockKey::FromBytes(d, 32);
+}
+
+std::vector<BlockKey> Chain(std::span<const uint64_t> ks, bool bytes) {
   std::vector<BlockKey> out;
-  for (uint64_t k : ks) out.push_back(BlockKey::FromU64(k));
+  for (uint64_t k : ks) out.push_back(Key(k, bytes));
   return out;
 }
 
@@ -45,13 +56,12 @@ class Pair {
     ASSERT_EQ(a.code(), b.code()) << a.ToString() << " / " << b.ToString();
   }
 
-  void ExpectSame(std::span<const std::vector<uint64_t>> queries) { ExpectSame(blocks_, runs_, queries); }
+  void ExpectSame(std::span<const std::vector<BlockKey>> queries) { ExpectSame(blocks_, runs_, queries); }
 
-  static void ExpectSame(BlockIndex& a, BlockIndex& b, std::span<const std::vector<uint64_t>> queries) {
+  static void ExpectSame(BlockIndex& a, BlockIndex& b, std::span<const std::vector<BlockKey>> queries) {
     for (ModelId m : {ModelId{0}, ModelId{1}}) {
       EXPECT_EQ(a.BlockCount(m), b.BlockCount(m)) << "model " << m;
-      for (const std::vector<uint64_t>& q : queries) {
-        const std::vector<BlockKey> keys = Chain(q);
+      for (const std::vector<BlockKey>& keys : queries) {
         for (const PrefixFilter& f : {PrefixFilter{}, PrefixFilter{std::nullopt, 1}, PrefixFilter{2, ~uint64_t{0}},
                                       PrefixFilter{std::nullopt, 0b110}}) {
           PrefixMatch x, y;
@@ -125,29 +135,36 @@ std::vector<std::vector<uint64_t>> Chains(std::mt19937_64& rng, size_t n) {
 void RunEvents(uint64_t seed) {
   std::mt19937_64 rng(seed);
   const auto chains = Chains(rng, 30);
+  // Every fourth chain is sent in bytes form (an engine with
+  // VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0); chains share prefixes, so the
+  // same wire values arrive in both forms.
+  auto bytes = [](size_t c) { return c % 4 == 3; };
+  auto query_of = [&](size_t c) { return Chain(chains[c], bytes(c)); };
   Pair p;
   for (int e = 0; e < kEvents; ++e) {
-    const std::vector<uint64_t>& chain = chains[rng() % chains.size()];
+    const size_t c = rng() % chains.size();
+    const std::vector<uint64_t>& chain = chains[c];
     const SourceId s = static_cast<SourceId>(rng() % kSources);
     const ModelId m = rng() % 8 == 0 ? p.other_ : p.model_;
     const Tier tier = rng() % 5 == 0 ? Tier::kCpu : Tier::kGpu;
     const KvGroup group{rng() % 6 == 0 ? 2u : 0u, GroupKind::kAbsent};
     const size_t begin = rng() % 3 == 0 ? rng() % chain.size() : 0;
     const size_t end = begin + 1 + rng() % (chain.size() - begin);
-    const std::vector<BlockKey> piece = Chain(std::span(chain).subspan(begin, end - begin));
+    const std::vector<BlockKey> piece = Chain(std::span(chain).subspan(begin, end - begin), bytes(c));
     const uint64_t op = rng() % 100;
     if (op < 45) {
       const bool parented = begin > 0 && rng() % 4 != 0;
       const StoreOrigin origin = rng() % 10 == 0 ? StoreOrigin::kReused : StoreOrigin::kUnknown;
-      const std::optional<BlockKey> parent =
-          parented ? std::optional(BlockKey::FromU64(chain[begin - 1])) : std::nullopt;
+      const std::optional<BlockKey> parent = parented ? std::optional(Key(chain[begin - 1], bytes(c))) : std::nullopt;
       p.Both([&](BlockIndex& i) { return i.Store(m, s, tier, group, piece, parent, origin); });
     } else if (op < 55) {   // a re-announcement: parentless from block 0
-      p.Both([&](BlockIndex& i) { return i.Store(m, s, tier, group, Chain(std::span(chain).first(end)), std::nullopt); });
+      p.Both([&](BlockIndex& i) {
+        return i.Store(m, s, tier, group, Chain(std::span(chain).first(end), bytes(c)), std::nullopt);
+      });
     } else if (op < 90) {
       std::vector<BlockKey> gone = piece;
       std::shuffle(gone.begin(), gone.end(), rng);
-      if (rng() % 4 == 0) gone.push_back(BlockKey::FromU64(rng()));
+      if (rng() % 4 == 0) gone.push_back(Key(rng(), rng() % 2 == 0));
       p.Both([&](BlockIndex& i) { return i.Remove(m, s, tier, group, gone); });
     } else if (op < 92) {
       const std::optional<Tier> which = rng() % 2 == 0 ? std::nullopt : std::optional(tier);
@@ -160,13 +177,14 @@ void RunEvents(uint64_t seed) {
       });
     }
     if (e % (kEvents / 10) == 0) {
-      std::vector<std::vector<uint64_t>> queries;
-      for (int q = 0; q < 12; ++q) queries.push_back(chains[rng() % chains.size()]);
+      std::vector<std::vector<BlockKey>> queries;
+      for (int q = 0; q < 12; ++q) queries.push_back(query_of(rng() % chains.size()));
       p.ExpectSame(queries);
       if (::testing::Test::HasFailure()) return;
     }
   }
-  std::vector<std::vector<uint64_t>> queries(chains.begin(), chains.end());
+  std::vector<std::vector<BlockKey>> queries;
+  for (size_t q = 0; q < chains.size(); ++q) queries.push_back(query_of(q));
   p.ExpectSame(queries);
   // Each core's snapshot restores into the other.
   IndexSnapshot from_blocks, from_runs;
