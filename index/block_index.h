@@ -86,10 +86,10 @@
 // limit per block. Every call answers and counts as on the default core
 // (tests/index/core_equivalence_test.cc); eviction ranks differ only
 // within the histogram's resolution (the per-block core updates it in
-// shard order, the run core in event order). Not yet on the run core:
-// bytes-form keys (a write with one is InvalidArgument, a query stops
-// before one) and snapshots that keep runs (a restore builds one-block
-// runs: correct, slower until the blocks are stored again).
+// shard order, the run core in event order). Bytes-form keys are exact
+// on both. Not yet on the run core: snapshots that keep runs (a restore
+// builds one-block runs: correct, slower until the blocks are stored
+// again).
 //
 // Errors: calls return Status for unknown models, out-of-range ids and
 // capacity limits; event inconsistencies are not errors but drift counters.
@@ -135,8 +135,7 @@ struct KvGroup {
 // the same; they differ in speed and memory.
 enum class IndexCore : uint8_t {
   kBlocks,   // one record per block in 64 shards, a lock per shard (the default)
-  kRuns,     // runs of consecutive chain keys (the run store), a writer lock per model;
-             // integer-form keys only so far: a bytes-form key is InvalidArgument
+  kRuns,     // runs of consecutive chain keys (the run store), a writer lock per model
 };
 
 struct IndexOptions {

@@ -535,22 +535,18 @@ void RunStore::Finish() {
 void RunStore::PublishHits(uint32_t run_id) {
   hit_owners_.clear();
   Run& run = RunAt(run_id);
-  // By holder row (a reader looks an owner up at its row first); rows
-  // found through a sorted copy, not a scan per owner (a run of a large
-  // fleet has tens of owners).
+  // By holder row (a reader looks an owner up at its row first). Each
+  // owner's ranges remember its row, so a run of a large fleet (tens of
+  // owners) is not scanned once per owner; rows rarely move.
   const HolderBlock* h = run.block();
   bool any = false;
-  hit_rows_.clear();
-  for (uint32_t row = 0; h != nullptr && row < h->count(); ++row) {
-    hit_owners_.emplace_back(h->owner(row), nullptr);
-    hit_rows_.emplace_back(h->owner(row), row);
-  }
-  std::sort(hit_rows_.begin(), hit_rows_.end());
-  for (const OwnerRanges& r : run.ranges) {
+  const uint32_t rows = h == nullptr ? 0 : h->count();
+  for (uint32_t row = 0; row < rows; ++row) hit_owners_.emplace_back(h->owner(row), nullptr);
+  for (OwnerRanges& r : run.ranges) {
     if (r.hits.empty()) continue;
-    auto it = std::lower_bound(hit_rows_.begin(), hit_rows_.end(), std::pair(r.owner, 0u));
-    if (it == hit_rows_.end() || it->first != r.owner) continue;   // no row: holds nothing (hits go with holds)
-    hit_owners_[it->second].second = &r.hits;
+    if (r.row >= rows || h->owner(r.row) != r.owner) r.row = h == nullptr ? HolderBlock::kNoRow : h->Find(r.owner);
+    if (r.row == HolderBlock::kNoRow) continue;   // no row: holds nothing (hits go with holds)
+    hit_owners_[r.row].second = &r.hits;
     any = true;
   }
   const HitView* old = run.hits.load(std::memory_order_relaxed);

@@ -284,6 +284,7 @@ class RunStore {
     HitRanges hits;
     StampRanges stamps;
     HitRanges extra;   // copies beyond the first
+    uint32_t row = 0;  // the owner's holder row when last looked up (a hint)
     bool empty() const { return hits.empty() && stamps.empty() && extra.empty(); }
     uint32_t ExtraAt(uint32_t pos) const {
       return extra.empty() ? 0 : static_cast<uint32_t>(extra.Over(pos, pos + 1).hits);
@@ -538,7 +539,6 @@ class RunStore {
   std::vector<uint32_t> touched_;      // Remove's scratch
   std::vector<uint32_t> hits_dirty_;   // runs whose hit view is stale
   std::vector<std::pair<uint32_t, const HitRanges*>> hit_owners_;   // PublishHits' scratch
-  std::vector<std::pair<uint32_t, uint32_t>> hit_rows_;              // (owner, row), PublishHits' scratch
   std::vector<std::pair<void*, void (*)(void*)>> garbage_;   // to retire at Finish
   // Per owner, the runs it joined (a row added to their holder block), so
   // that Clear visits those only. A run the owner has left since stays
