@@ -1,5 +1,6 @@
 // Internal to the block index: the run-compressed core's store
-// (docs/RUN_CORE.md, increments 1 to 3), not yet used by BlockIndex.
+// (docs/RUN_CORE.md), BlockIndex's blocks under IndexCore::kRuns
+// (block_index_runs.cc).
 //
 // Blocks live in runs: arrays of consecutive chain keys. A chained key
 // names its whole prefix, so a run needs no parent link; a walk locates a
@@ -39,10 +40,11 @@
 // epoch domain. Readers (SourcePrefixes, LongestPrefixes) must hold a
 // ReadGuard of that domain; every other call is the writer's.
 //
-// Scope so far: integer-form keys (vLLM's), owners as opaque 32-bit
-// identities, exact copy and hit counts and stamps, a dump and restore
-// that keep runs, clearing an owner in time proportional to its runs.
-// Bytes-form keys are the next increment (docs/RUN_CORE.md).
+// Scope: keys in both forms (64-bit wires, bytes-form keys with their
+// KeyForm), owners as opaque 32-bit identities, exact copy and hit counts
+// and stamps, per-key notes of what a write did, a dump and restore that
+// keep runs, clearing or rebasing an owner in time proportional to its
+// runs.
 #pragma once
 
 #include <atomic>
