@@ -104,7 +104,10 @@ void EpochDomain::Reclaim() {
 #else
   std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
-  uint64_t min_active = UINT64_MAX;
+  // Only what was retired before this point may go: an item another
+  // writer retires after the scan below may be in use by a reader that
+  // pinned after its slot was read.
+  uint64_t min_active = global_.load(std::memory_order_seq_cst);
   const uint32_t slots = ThreadSlots::Get().HandedOut();
   for (uint32_t i = 0; i < slots; ++i) {
     uint64_t e = slots_[i].epoch.load(std::memory_order_seq_cst);
