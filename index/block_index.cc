@@ -292,9 +292,7 @@ Status BlockIndex::Store(ModelId model_id, SourceId source, Tier tier, KvGroup g
     c.drift_orphan_store.fetch_add(1, std::memory_order_relaxed);
   }
   if (model->runs) {
-    if (Status st = impl_->StoreRuns(*model, src, source, okey, hashes, parent, hit_candidate, reused); !st.ok()) {
-      return st;
-    }
+    impl_->StoreRuns(*model, src, source, okey, hashes, parent, hit_candidate, reused);
     c.stored_blocks.fetch_add(hashes.size(), std::memory_order_relaxed);
     return Status::Ok();
   }
@@ -347,7 +345,7 @@ Status BlockIndex::Remove(ModelId model_id, SourceId source, Tier tier, KvGroup 
     const auto step = hashes.subspan(lo, std::min(internal::kGroupStep, hashes.size() - lo));
     std::span<uint32_t> removed = order.Notes(step.size());
     if (model->runs) {
-      if (Status st = impl_->RemoveRuns(*model, src, okey, step, removed); !st.ok()) return st;
+      impl_->RemoveRuns(*model, src, okey, step, removed);
     } else {
       ForEachByShard(*model, step, order, [&](Shard& sh, size_t at, const ProbeKey& pk) {
         src.mu.AssertHeld();
@@ -1273,14 +1271,19 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
       SourceData& src = *impl_->GetOrCreateSource(o.source);
       MutexLock lock(src.mu);
       uint32_t okey = OwnerKey(o.source, static_cast<uint32_t>(o.tier), o.group);
-      if (model->runs) {
-        if (Status st = impl_->RestoreRuns(*model, o, okey, stamp); !st.ok()) return st;
-        if (!model->WasIndexed(o.group)) model->MarkIndexed(o.group);
+      // The source's counters and recency for a restored owner (both cores).
+      auto count_owner = [&] {
+        src.mu.AssertHeld();
         impl_->AdjustTierCount(src, static_cast<uint32_t>(o.tier), 1);
         if (o.tier == Tier::kGpu) {
           impl_->AddGpuCopies(src, o.refcount);
           src.gpu_hist.Add(stamp);
         }
+      };
+      if (model->runs) {
+        if (Status st = impl_->RestoreRuns(*model, o, okey, stamp); !st.ok()) return st;
+        if (!model->WasIndexed(o.group)) model->MarkIndexed(o.group);
+        count_owner();
         continue;
       }
       ProbeKey pk(o.key);
@@ -1320,11 +1323,7 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
       // Membership is built in bulk at the end: one append per owner instead
       // of a set insert that touches several cold lines.
       src.Restoring(o.model, pk.shard()).push_back(id);
-      impl_->AdjustTierCount(src, static_cast<uint32_t>(o.tier), 1);
-      if (o.tier == Tier::kGpu) {
-        impl_->AddGpuCopies(src, o.refcount);
-        src.gpu_hist.Add(stamp);
-      }
+      count_owner();
     }
     return Status::Ok();
   }();

@@ -87,9 +87,14 @@
 // (tests/index/core_equivalence_test.cc); eviction ranks differ only
 // within the histogram's resolution (the per-block core updates it in
 // shard order, the run core in event order). Bytes-form keys are exact
-// on both. Not yet on the run core: snapshots that keep runs (a restore
-// builds one-block runs: correct, slower until the blocks are stored
-// again).
+// on both. A query's hits on the run core are as of the end of the last
+// write call (a segment's holders can be a write section newer than its
+// hits). Not yet on the run core: snapshots that keep runs; a restore
+// packs the snapshot's keys (in key order) into runs of up to 64, which
+// costs about what the blocks cost stored and answers the same, but a
+// query then looks each restored block up, as the per-block core does,
+// until the blocks leave and are stored again. BlockCount and Memory walk
+// the model's runs under its writer lock (O(runs x holders)).
 //
 // Errors: calls return Status for unknown models, out-of-range ids and
 // capacity limits; event inconsistencies are not errors but drift counters.
@@ -244,7 +249,8 @@ class BlockIndex {
 
   // Every owner of one block (tiers, groups, refcounts, hits, recency), in
   // owner order (source, tier, group). Empty when nobody holds it. Takes the
-  // block's shard mutex: for diagnosis (GetBlock RPC), not for routing.
+  // block's shard mutex (the model's writer lock on the run core): for
+  // diagnosis (GetBlock RPC), not for routing.
   Status LookupBlock(ModelId model, const BlockKey& key, std::vector<OwnerRecord>* out) const;
 
   // --- Stats ------------------------------------------------------------------

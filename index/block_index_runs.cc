@@ -89,9 +89,9 @@ OwnerRecord RecordOf(ModelId m, const RunStore::Holding& h) {
 
 }  // namespace
 
-Status BlockIndex::Impl::StoreRuns(Model& model, SourceData& src, SourceId source, uint32_t okey,
-                                   std::span<const BlockKey> hashes, const std::optional<BlockKey>& parent,
-                                   bool hit_candidate, bool reused) {
+void BlockIndex::Impl::StoreRuns(Model& model, SourceData& src, SourceId source, uint32_t okey,
+                                 std::span<const BlockKey> hashes, const std::optional<BlockKey>& parent,
+                                 bool hit_candidate, bool reused) {
   const Converted& keys = Convert(hashes);
   const std::vector<uint64_t>& wires = keys.wires;
   const uint64_t parent_wire = parent.has_value() ? parent->wire() : 0;
@@ -120,11 +120,10 @@ Status BlockIndex::Impl::StoreRuns(Model& model, SourceData& src, SourceId sourc
                  static_cast<uint32_t>(base + (n - i)));
     }
   }
-  return Status::Ok();
 }
 
-Status BlockIndex::Impl::RemoveRuns(Model& model, SourceData& src, uint32_t okey, std::span<const BlockKey> hashes,
-                                    std::span<uint32_t> removed) {
+void BlockIndex::Impl::RemoveRuns(Model& model, SourceData& src, uint32_t okey, std::span<const BlockKey> hashes,
+                                  std::span<uint32_t> removed) {
   const Converted& keys = Convert(hashes);
   thread_local std::vector<KeyNote> notes;
   notes.resize(keys.wires.size());
@@ -138,7 +137,6 @@ Status BlockIndex::Impl::RemoveRuns(Model& model, SourceData& src, uint32_t okey
     const bool held = note.kind == KeyNote::kRemovedCopy || note.kind == KeyNote::kRemovedLast;
     removed[i] = CountRemove(src, tier, held, note.kind == KeyNote::kRemovedLast, note.stamp);
   }
-  return Status::Ok();
 }
 
 bool BlockIndex::Impl::HoldsRuns(Model& model, const BlockKey& key, uint32_t okey) {
@@ -235,7 +233,8 @@ Status BlockIndex::Impl::RestoreRuns(Model& model, const OwnerRecord& o, uint32_
   RunStore::Holding row{o.key.wire(), okey, o.refcount, o.hits, stamp, std::nullopt};
   row.form = FormOf(o.key);
   MutexLock lock(model.runs->mu);
-  if (model.runs->store.Restore(std::span(&row, 1)) == 0) {
+  // Packed: snapshots list owners by key, without the runs.
+  if (model.runs->store.Restore(std::span(&row, 1), /*pack=*/true) == 0) {
     return Status::Corruption("duplicate owner record for " + o.key.ToString());
   }
   return Status::Ok();

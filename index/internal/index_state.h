@@ -259,11 +259,11 @@ struct BlockIndex::Impl {
 
   // --- The run core (block_index_runs.cc); each takes the model's writer
   // lock where it writes or reads the writer's state.
-  Status StoreRuns(Model& model, SourceData& src, SourceId source, uint32_t okey, std::span<const BlockKey> hashes,
-                   const std::optional<BlockKey>& parent, bool hit_candidate, bool reused) KVIDX_REQUIRES(src.mu);
+  void StoreRuns(Model& model, SourceData& src, SourceId source, uint32_t okey, std::span<const BlockKey> hashes,
+                 const std::optional<BlockKey>& parent, bool hit_candidate, bool reused) KVIDX_REQUIRES(src.mu);
   // Fills removed[i] as RemoveCopy would for hashes[i].
-  Status RemoveRuns(Model& model, SourceData& src, uint32_t okey, std::span<const BlockKey> hashes,
-                    std::span<uint32_t> removed) KVIDX_REQUIRES(src.mu);
+  void RemoveRuns(Model& model, SourceData& src, uint32_t okey, std::span<const BlockKey> hashes,
+                  std::span<uint32_t> removed) KVIDX_REQUIRES(src.mu);
   bool HoldsRuns(Model& model, const BlockKey& key, uint32_t okey);
   void ClearRuns(Model& model, SourceId source, std::optional<uint32_t> tier);
   // Moves the source's stamps down by `base`, re-adding GPU ones to its histogram.

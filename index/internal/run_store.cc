@@ -324,7 +324,7 @@ void RunStore::HoldingsOf(uint64_t key, std::vector<Holding>* out, const KeyForm
   }
 }
 
-size_t RunStore::Restore(std::span<const Holding> rows) {
+size_t RunStore::Restore(std::span<const Holding> rows, bool pack) {
   size_t applied = 0;
   // The previous row's entry: in ForEachHolding's order, the next row's
   // key (another owner of it) or its parent, found without a lookup.
@@ -341,6 +341,9 @@ size_t RunStore::Restore(std::span<const Holding> rows) {
         before = last.id != kNone && last_key == *row.parent && last_form == row.parent_form
                      ? last.id
                      : Find(*row.parent, &row.parent_form);
+      } else if (pack && packed_.id != kNone && packed_.pos + 1 < kPackedRun && KeyOf(packed_.id) == packed_key_ &&
+                 FormAt(packed_.id) == packed_form_ && PlaceOf(packed_.id).run == packed_.run) {
+        before = packed_.id;
       }
       at = Locate(row.key, &row.form, before);
     }
@@ -358,6 +361,11 @@ size_t RunStore::Restore(std::span<const Holding> rows) {
     last = at;
     last_key = row.key;
     last_form = row.form;
+    if (pack) {
+      packed_ = at;
+      packed_key_ = row.key;
+      packed_form_ = row.form;
+    }
     ++applied;
   }
   Finish();

@@ -188,7 +188,9 @@ class RunStore {
   // order; `out` is cleared first. A source has at most one GPU owner
   // admitted (one group per query). Each segment (the keys matched in one
   // run) is as it was at one moment, later segments at later moments; a
-  // write to a run while the query reads it restarts the query. Allocates
+  // write to a run while the query reads it restarts the query. Hits are
+  // as of the end of the last write call (views are published then), so
+  // a segment's holders can be a write section newer than its hits. Allocates
   // nothing once `out` and the calling thread's scratch are warm.
   //
   // `keys` is a span of 64-bit keys or any view with size(), wire(i),
@@ -227,11 +229,18 @@ class RunStore {
   // stamp, placing a key not yet indexed after its parent when the parent
   // ends a run (as a store would), else in a run of its own. Rows in
   // ForEachHolding's order rebuild the runs they came from, at one lookup
-  // per row; any other order is correct too, with shorter runs (slower
-  // queries until the blocks are stored again). Stops at the first row
-  // whose owner already holds its key (a duplicate: the caller's
-  // corruption) and returns the rows applied before it.
-  size_t Restore(std::span<const Holding> rows);
+  // per row. With `pack`, a row without a parent is placed after the
+  // previous row's key (kept across calls), in runs of at most
+  // kPackedRun positions: a snapshot without parents (sorted by key)
+  // then costs about what its blocks cost stored, instead of a run, a
+  // page and a holder block per key. Neighbours that are not a chain
+  // change no answer (a run's order only saves lookups; holdings are per
+  // position); a query crossing them looks the next key up, as at any run
+  // end. Stops at the first row whose owner already holds its key (a
+  // duplicate: the caller's corruption) and returns the rows applied
+  // before it.
+  static constexpr uint32_t kPackedRun = 64;
+  size_t Restore(std::span<const Holding> rows, bool pack = false);
 
   // The owner's `n` coldest keys, oldest stamp first (ties by key): the
   // order an LRU would evict them in. O(runs + holdings); for diagnosis.
@@ -431,7 +440,7 @@ class RunStore {
   // Adds `at` to `batch` (applied first when `at` does not continue it).
   void AddTo(Batch& batch, const Place& at, uint32_t owner, HitRanges OwnerRanges::*which);
   // Sets / clears the owner's hold on `at`; false if it already was / was
-  // not held. Clear drops the owner's row when it held nothing else.
+  // not held. Unhold drops the owner's row when it held nothing else.
   // Inline: a store or removal calls one per block, and the usual case
   // (the owner's row exists and the bit has room) is a few loads.
   bool Hold(Run& run, const Place& at, uint32_t owner) {
@@ -552,6 +561,11 @@ class RunStore {
     size_t compact_at = 16;
   };
   std::unordered_map<uint32_t, OwnerRuns> owner_runs_;
+  // Restore's packing: the last row placed, and its key to check that the
+  // entry still holds it.
+  Place packed_;
+  uint64_t packed_key_ = 0;
+  KeyForm packed_form_;
 };
 
 template <typename Fn>
@@ -599,13 +613,14 @@ std::optional<RunStore::Segment> RunStore::ReadSegmentAt(const Keys& keys, size_
   // Inside the section: the entry must still be keys[i] in this run (its
   // page may have moved to another run since the table said where it was).
   const std::atomic<uint64_t>* entry = KeyWord(id);
-  if (meta->run.load(std::memory_order_relaxed) != run || entry->load(std::memory_order_relaxed) != keys.wire(i)) {
+  const bool forms = has_forms_.load(std::memory_order_acquire);
+  if (meta->run.load(std::memory_order_relaxed) != run || entry->load(std::memory_order_relaxed) != keys.wire(i) ||
+      ((forms || keys.any_form()) && !SameForm(id, keys.form(i)))) {
     return std::nullopt;
   }
   seg.pos = meta->base.load(std::memory_order_relaxed) + (id & (kRunPage - 1));
   const uint32_t length = seg.run->length.load(std::memory_order_relaxed);
   if (seg.pos >= length) return seg;   // k = 0; the caller validates it
-  const bool forms = has_forms_.load(std::memory_order_acquire);
   const size_t limit = std::min<size_t>(length - seg.pos, keys.size() - i);
   // Entries compared a page at a time: a page's 16 keys are one array.
   const std::atomic<uint64_t>* page = entry - (id & (kRunPage - 1));

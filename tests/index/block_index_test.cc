@@ -981,5 +981,32 @@ TEST(RegistryTest, TiersAndSources) {
   EXPECT_EQ(SourceStateName(SourceState::kExact), "EXACT");
 }
 
+// A snapshot lists owners by key, without the runs; restored into the
+// run core it must cost about what its blocks cost stored (packed runs),
+// not a run, a page and a holder block per block, and answer the same.
+TEST(BlockIndexRunCoreTest, ARestoredSnapshotCostsAboutWhatItsBlocksCost) {
+  BlockIndex original(IndexOptions{IndexCore::kRuns});
+  const ModelId m = original.AddModel("m").value();
+  std::vector<BlockKey> chain;
+  for (uint64_t k = 1; k <= 20000; ++k) chain.push_back(K(k * 0x9E3779B97F4A7C15ULL));
+  ASSERT_TRUE(original.Store(m, 0, Tier::kGpu, {}, chain, std::nullopt).ok());
+  ASSERT_TRUE(original.Store(m, 1, Tier::kGpu, {}, std::span(chain).first(5000), std::nullopt).ok());
+  IndexSnapshot snap;
+  original.Dump(&snap);
+  BlockIndex restored(IndexOptions{IndexCore::kRuns});
+  ASSERT_TRUE(restored.Restore(snap).ok());
+  EXPECT_LT(restored.Memory().runs, 64u * chain.size());
+  EXPECT_EQ(restored.BlockCount(m), chain.size());
+  PrefixMatch a, b;
+  ASSERT_TRUE(original.FindPrefix(m, chain, {}, &a).ok());
+  ASSERT_TRUE(restored.FindPrefix(m, chain, {}, &b).ok());
+  ASSERT_EQ(a.sources.size(), 2u);
+  ASSERT_EQ(b.sources.size(), 2u);
+  for (size_t j = 0; j < 2; ++j) {
+    EXPECT_EQ(a.sources[j].gpu_blocks, b.sources[j].gpu_blocks);
+    EXPECT_EQ(a.sources[j].hits, b.sources[j].hits);
+  }
+}
+
 }  // namespace
 }  // namespace kvidx

@@ -79,7 +79,7 @@ void ExpectSameIndex(const BlockIndex& a, const BlockIndex& b, const std::vector
 // delicate part: each is taken among the blocks still held at its turn in
 // event order, which the grouped path replays after its shard pass.
 TEST(WriteGroupingTest, LongRemovalEqualsOneBlockAtATime) {
-  BlockIndex grouped, single;
+  BlockIndex grouped{testing::CoreUnderTest()}, single{testing::CoreUnderTest()};
   const ModelId mg = grouped.AddModel("m").value();
   const ModelId ms = single.AddModel("m").value();
   const std::vector<BlockKey> chain = Keys(100, 2 * kGroupStep + 300);
@@ -113,7 +113,7 @@ TEST(WriteGroupingTest, LongRemovalEqualsOneBlockAtATime) {
 // A long store (blocks already held: copies, then hits) against the same
 // blocks stored one event each with the stamps the long event gives them.
 TEST(WriteGroupingTest, LongStoreEqualsOneBlockAtATime) {
-  BlockIndex grouped, single;
+  BlockIndex grouped{testing::CoreUnderTest()}, single{testing::CoreUnderTest()};
   const ModelId mg = grouped.AddModel("m").value();
   const ModelId ms = single.AddModel("m").value();
   const std::vector<BlockKey> held = Keys(3, 300);
