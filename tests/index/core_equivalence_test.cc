@@ -8,7 +8,8 @@
 // the other core. Events mix chained stores of shared prefixes, parentless
 // re-announcements (hits), declared reuse, orphan and out-of-order pieces,
 // lower tiers, a second group, removals of copies and of unknown blocks,
-// and keys in both forms (integer and bytes, sharing wire values).
+// keys in both forms (integer and bytes, sharing wire values), events
+// that repeat keys or mix forms, and one event longer than a store step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -175,6 +176,16 @@ void RunEvents(uint64_t seed) {
         i.TestOnlySetClock(s, clock);
         return Status::Ok();
       });
+    } else if (op < 97) {   // an event that repeats keys and mixes forms
+      std::vector<BlockKey> odd = piece;
+      for (size_t k = 0, n = odd.size(); k < n && k < 6; ++k) odd.push_back(odd[rng() % n]);
+      odd.push_back(Key(chain[begin], !bytes(c)));   // the same wire in the other form
+      std::shuffle(odd.begin() + 1, odd.end(), rng);
+      if (rng() % 2 == 0) {
+        p.Both([&](BlockIndex& i) { return i.Store(m, s, tier, group, odd, std::nullopt); });
+      } else {
+        p.Both([&](BlockIndex& i) { return i.Remove(m, s, tier, group, odd); });
+      }
     }
     if (e % (kEvents / 10) == 0) {
       std::vector<std::vector<BlockKey>> queries;
@@ -185,6 +196,15 @@ void RunEvents(uint64_t seed) {
   }
   std::vector<std::vector<BlockKey>> queries;
   for (size_t q = 0; q < chains.size(); ++q) queries.push_back(query_of(q));
+  // One event longer than a store step (65,536 blocks): stamped in steps,
+  // each step's parent the previous step's last block.
+  std::vector<uint64_t> longest(70000);
+  for (size_t k = 0; k < longest.size(); ++k) longest[k] = (seed << 40) + k * 7 + 1;
+  const std::vector<BlockKey> long_keys = Chain(longest, seed % 2 == 0);
+  p.Both([&](BlockIndex& i) { return i.Store(0, 1, Tier::kGpu, {}, long_keys, std::nullopt); });
+  queries.push_back(long_keys);
+  p.ExpectSame(queries);
+  p.Both([&](BlockIndex& i) { return i.Remove(0, 1, Tier::kGpu, {}, std::span(long_keys).first(30000)); });
   p.ExpectSame(queries);
   // Each core's snapshot restores into the other.
   IndexSnapshot from_blocks, from_runs;
