@@ -89,11 +89,12 @@
 // shard order, the run core in event order). Bytes-form keys are exact
 // on both. A query's hits on the run core are as of the end of the last
 // write call (a segment's holders can be a write section newer than its
-// hits). Not yet on the run core: snapshots that keep runs; a restore
-// packs the snapshot's keys (in key order) into runs of up to 64, which
-// costs about what the blocks cost stored and answers the same, but a
-// query then looks each restored block up, as the per-block core does,
-// until the blocks leave and are stored again. BlockCount and Memory walk
+// hits). A restore into the run core packs the snapshot's keys, in
+// snapshot order, into runs of up to 64: from a run-order capture
+// (DumpUnsorted) the runs come back in pieces of 64 blocks; from a
+// key-sorted one (Dump, or a per-block core's) the keys cost what they
+// cost stored and answer the same, but a query looks each restored block
+// up until the blocks leave and are stored again. BlockCount and Memory walk
 // the model's runs under its writer lock (O(runs x holders)).
 //
 // Errors: calls return Status for unknown models, out-of-range ids and
@@ -271,7 +272,9 @@ class BlockIndex {
   // writers are quiescent; otherwise each block is consistent on its own.
   void Dump(IndexSnapshot* out) const;
   // Dump() without the final sort, for a caller that holds writers back
-  // while it copies: capture under the pause, SortSnapshot() after it.
+  // while it copies: capture under the pause, SortSnapshot() after it. On
+  // the run core the capture is in run order, which a restore into the
+  // run core turns back into runs (keep it unsorted there).
   void DumpUnsorted(IndexSnapshot* out) const;
   // Rebuilds from a snapshot into an empty index (models by name, in order).
   // Owners in Dump() order take a fast path (no lookup per owner); any other

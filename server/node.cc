@@ -431,7 +431,11 @@ Result<SnapshotOutcome> Node::Snapshot() {
       data.sources.push_back(std::move(w));
     }
   }
-  SortSnapshot(&data.index);  // after the pause: ingest is already moving again
+  // After the pause: ingest is already moving again. The run core's dump
+  // stays in run order: its restore packs keys in snapshot order, so the
+  // runs come back (in pieces of up to 64 blocks) instead of keys sorted
+  // by hash.
+  if (config_.index_core == IndexCore::kBlocks) SortSnapshot(&data.index);
   std::map<SourceId, const ingest::SourceWatermark*> by_id;
   for (const ingest::SourceWatermark& w : marks) by_id[w.source_id] = &w;
   for (size_t i = 0; i < tiers_.size(); ++i) data.tier_names.emplace_back(tiers_.Name(static_cast<Tier>(i)));

@@ -514,6 +514,35 @@ TEST(RunStoreTest, PackedRestoreCostsAboutWhatTheBlocksCost) {
   }
 }
 
+// A dump in run order without its parents (what a snapshot holds),
+// restored packed one row at a time, gets its runs back in pieces of at
+// most kPackedRun: all but about 1 in 64 keys follow their run neighbour.
+TEST(RunStoreTest, PackedRestoreInRunOrderKeepsRunsInPieces) {
+  EpochDomain epoch;
+  RunStore original(epoch), restored(epoch);
+  std::vector<uint64_t> chain(5000);
+  for (size_t k = 0; k < chain.size(); ++k) chain[k] = MixKey(k + 1);
+  original.Store(OwnerKey(0, 0, 0), chain, nullptr, 10000);
+  original.Store(OwnerKey(1, 0, 0), std::span(chain).first(3000), nullptr, 20000);
+  std::vector<RunStore::Holding> rows;
+  original.ForEachHolding([&](const RunStore::Holding& h) { rows.push_back(h); });
+  for (RunStore::Holding& h : rows) h.parent.reset();
+  for (const RunStore::Holding& h : rows) ASSERT_EQ(restored.Restore(std::span(&h, 1), /*pack=*/true), 1u);
+  std::map<uint64_t, size_t> index;
+  for (size_t k = 0; k < chain.size(); ++k) index[chain[k]] = k;
+  size_t keys = 0, following = 0;   // keys whose run neighbour is their chain predecessor
+  uint64_t previous = 0;
+  restored.ForEachHolding([&](const RunStore::Holding& h) {
+    if (h.key == previous) return;   // another owner of the same key
+    previous = h.key;
+    ++keys;
+    const size_t k = index.at(h.key);
+    following += h.parent.has_value() && k > 0 && *h.parent == chain[k - 1];
+  });
+  EXPECT_EQ(keys, chain.size());
+  EXPECT_GE(following, keys - keys / RunStore::kPackedRun - 1);
+}
+
 // Restore stops at a row whose owner already holds its key and reports
 // the rows applied before it; those stay fully indexed.
 TEST(RunStoreTest, RestoreStopsAtADuplicate) {
