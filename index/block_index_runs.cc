@@ -5,9 +5,6 @@
 // hand the blocks here; the owner identity is the per-block core's owner
 // word (source, tier, group), so both cores count and answer alike.
 #include <algorithm>
-#include <cstring>
-
-#include "base/byte_coding.h"
 
 #include "index/internal/index_state.h"
 
@@ -30,17 +27,7 @@ KeyForm FormOf(const BlockKey& key) {
 }
 
 // The BlockKey a run store entry (wire, form) stands for.
-BlockKey KeyOf(uint64_t wire, const KeyForm& form) {
-  if (form.code == 0) return BlockKey::FromU64(wire);
-  const size_t len = form.code == 0xFF ? 0 : form.code;
-  uint8_t head[24];
-  std::memcpy(head, form.head, sizeof(head));
-  uint8_t buf[BlockKey::kMaxBytes];
-  const size_t tail = len < 8 ? len : 8;
-  std::memcpy(buf, head, len - tail);
-  StoreBigEndian(buf + len - tail, wire, tail);
-  return BlockKey::FromBytes(buf, len);
-}
+BlockKey KeyOf(uint64_t wire, const KeyForm& form) { return internal::KeyFromParts(wire, form.code, form.head); }
 
 // `keys` as the run store takes them: wires, and forms when one is in
 // bytes form (empty otherwise: integer-form writes and queries pay no

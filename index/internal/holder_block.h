@@ -67,6 +67,15 @@ class alignas(8) HolderBlock {   // rows start 8-aligned after it
     return kNoRow;
   }
   uint32_t held(uint32_t row) const { return Rows()[row].held; }
+  // fn(pos) for every position `row` holds, ascending (the writer's).
+  template <typename Fn>
+  void ForEachHeld(uint32_t row, Fn fn) const {
+    for (uint32_t w = 0; w < words_; ++w) {
+      for (uint64_t bits = word(row, w); bits != 0; bits &= bits - 1) {
+        fn(w * 64 + static_cast<uint32_t>(std::countr_zero(bits)));
+      }
+    }
+  }
   // Appends a row for `owner`, holding nothing; count() < capacity().
   uint32_t Add(uint32_t owner);
   // Removes `row`, moving the last row into its place.

@@ -51,4 +51,8 @@ struct ProbeKey {
   void SetBytes(const BlockKey& k);
 };
 
+// The key a ProbeKey's parts stand for: `wire`, and for a bytes-form key
+// its length code and leading bytes (code 0: integer form).
+BlockKey KeyFromParts(uint64_t wire, uint32_t code, const uint32_t (&head)[6]);
+
 }  // namespace kvidx::internal

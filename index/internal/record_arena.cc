@@ -1,9 +1,6 @@
 #include "index/internal/record_arena.h"
 
 #include <cstdlib>
-#include <cstring>
-
-#include "base/byte_coding.h"
 
 namespace kvidx::internal {
 
@@ -22,18 +19,9 @@ BlockKey RecordArena::KeyOf(uint32_t id) const {
   uint64_t wire = KeyWire(r);
   SideKey* side = side_dir_.Get(id >> kRecChunkBits);
   uint32_t code = side == nullptr ? 0 : Ld(side[id & (kRecChunk - 1)].w[0]);
-  if (code == 0) return BlockKey::FromU64(wire);
-  size_t len = code == 0xFF ? 0 : code;
-  uint8_t head[24];
-  for (int i = 0; i < 6; ++i) {
-    uint32_t v = Ld(side[id & (kRecChunk - 1)].w[1 + i]);
-    std::memcpy(head + 4 * i, &v, 4);
-  }
-  uint8_t buf[BlockKey::kMaxBytes];
-  size_t tail = len < 8 ? len : 8;
-  std::memcpy(buf, head, len - tail);
-  StoreBigEndian(buf + len - tail, wire, tail);
-  return BlockKey::FromBytes(buf, len);
+  uint32_t head[6] = {};
+  for (int i = 0; code != 0 && i < 6; ++i) head[i] = Ld(side[id & (kRecChunk - 1)].w[1 + i]);
+  return KeyFromParts(wire, code, head);
 }
 
 uint32_t RecordArena::Alloc() {

@@ -265,19 +265,18 @@ size_t RunStore::Clear(uint32_t owner, std::vector<uint32_t>* gone) {
     const uint32_t row = h->Find(owner);
     held += h->held(row);
     if (OwnerRanges* r = RangesOf(run, owner)) {
-      for (uint32_t w = 0; gone != nullptr && w < h->words(); ++w) {
-        for (uint64_t bits = h->word(row, w); bits != 0; bits &= bits - 1) {
-          const uint32_t pos = w * 64 + static_cast<uint32_t>(std::countr_zero(bits));
+      if (gone != nullptr) {
+        h->ForEachHeld(row, [&](uint32_t pos) {
           if (const std::optional<uint32_t> stamp = r->stamps.At(pos)) gone->push_back(*stamp);
-        }
+        });
       }
-      if (!r->hits.empty()) hits_dirty_.push_back(run_id);
       *r = std::move(run.ranges.back());
       run.ranges.pop_back();
     }
     Write(run_id);
     h->Drop(row);
-    if (run.hits.load(std::memory_order_relaxed) != nullptr) hits_dirty_.push_back(run_id);   // rows moved
+    // Its hits went, and rows moved: a run with a hit view needs a new one.
+    if (run.hits.load(std::memory_order_relaxed) != nullptr) hits_dirty_.push_back(run_id);
     Prune(run_id);
   }
   Finish();
@@ -292,12 +291,7 @@ void RunStore::Rebase(uint32_t owner, uint32_t base, std::vector<uint32_t>* stam
     const uint32_t row = h->Find(owner);
     OwnerRanges* r = RangesOf(run, owner);
     if (r != nullptr) r->stamps.Rebase(base);
-    for (uint32_t w = 0; w < h->words(); ++w) {
-      for (uint64_t bits = h->word(row, w); bits != 0; bits &= bits - 1) {
-        const uint32_t pos = w * 64 + static_cast<uint32_t>(std::countr_zero(bits));
-        stamps->push_back(r == nullptr ? 0 : r->stamps.At(pos).value_or(0));
-      }
-    }
+    h->ForEachHeld(row, [&](uint32_t pos) { stamps->push_back(r == nullptr ? 0 : r->stamps.At(pos).value_or(0)); });
   }
   owner_runs_[owner].runs = std::move(runs);
 }
@@ -314,13 +308,14 @@ void RunStore::HoldingsOf(uint64_t key, std::vector<Holding>* out, const KeyForm
   const Place at = PlaceOf(id);
   const Run& run = RunAt(at.run);
   const HolderBlock* h = run.block();
-  const std::optional<uint64_t> parent =
-      at.pos == 0 ? std::nullopt : std::optional(KeyOf(EntryAt(at.run, at.pos - 1)));
+  const uint32_t before = at.pos == 0 ? kNone : EntryAt(at.run, at.pos - 1);
+  const std::optional<uint64_t> parent = before == kNone ? std::nullopt : std::optional(KeyOf(before));
+  const KeyForm entry_form = FormAt(id), parent_form = before == kNone ? KeyForm{} : FormAt(before);
   for (uint32_t row = 0; h != nullptr && row < h->count(); ++row) {
     if (!h->Has(row, at.pos)) continue;
     out->push_back(HoldingAt(run, h->owner(row), at.pos, key, parent));
-    out->back().form = FormAt(id);
-    if (parent) out->back().parent_form = FormAt(EntryAt(at.run, at.pos - 1));
+    out->back().form = entry_form;
+    out->back().parent_form = parent_form;
   }
 }
 
