@@ -51,6 +51,16 @@ void HolderBlock::Drop(uint32_t row) {
   std::atomic_ref<uint32_t>(count_).store(last, std::memory_order_release);
 }
 
+uint32_t HolderBlock::HeldOnlyBy(uint32_t row) const {
+  uint32_t n = 0;
+  for (uint32_t w = 0; w < words_; ++w) {
+    uint64_t others = 0;
+    for (uint32_t r = 0; r < count_; ++r) others |= r == row ? 0 : Bits(r)[w];
+    n += static_cast<uint32_t>(std::popcount(Bits(row)[w] & ~others));
+  }
+  return n;
+}
+
 uint32_t HolderBlock::End(uint32_t row) const {
   for (uint32_t w = words_; w-- > 0;) {
     const uint64_t bits = Bits(row)[w];

@@ -76,6 +76,18 @@ class alignas(8) HolderBlock {   // rows start 8-aligned after it
       }
     }
   }
+  // Whether a row other than `row` holds `pos`; the writer's. Early exit:
+  // a shared position is usually found in the first rows.
+  bool HeldByOther(uint32_t row, uint32_t pos) const {
+    if (pos / 64 >= words_) return false;
+    const uint64_t bit = uint64_t{1} << (pos % 64);
+    for (uint32_t r = 0; r < count_; ++r) {
+      if (r != row && (Bits(r)[pos / 64] & bit) != 0) return true;
+    }
+    return false;
+  }
+  // Positions `row` holds that no other row does; O(rows x words).
+  uint32_t HeldOnlyBy(uint32_t row) const;
   // Appends a row for `owner`, holding nothing; count() < capacity().
   uint32_t Add(uint32_t owner);
   // Removes `row`, moving the last row into its place.

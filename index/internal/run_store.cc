@@ -181,7 +181,9 @@ bool RunStore::HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t r
     row = h->Add(owner);
     Joined(owner, at.run);
   }
-  return h->Set(row, at.pos);
+  if (!h->Set(row, at.pos)) return false;
+  if (!h->HeldByOther(row, at.pos)) ++held_keys_;
+  return true;
 }
 
 void RunStore::Joined(uint32_t owner, uint32_t run) {
@@ -264,6 +266,7 @@ size_t RunStore::Clear(uint32_t owner, std::vector<uint32_t>* gone) {
     HolderBlock* h = run.block();
     const uint32_t row = h->Find(owner);
     held += h->held(row);
+    held_keys_ -= h->HeldOnlyBy(row);
     if (OwnerRanges* r = RangesOf(run, owner)) {
       if (gone != nullptr) {
         h->ForEachHeld(row, [&](uint32_t pos) {
@@ -453,19 +456,6 @@ uint64_t RunStore::HeldBy(uint32_t owner) const {
     const HolderBlock* h = run.block();
     const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
     if (row != HolderBlock::kNoRow) n += h->held(row);
-  });
-  return n;
-}
-
-uint64_t RunStore::HeldKeys() const {
-  uint64_t n = 0;
-  ForEachRun([&](const Run& run) {
-    const HolderBlock* h = run.block();
-    for (uint32_t w = 0; h != nullptr && w < h->words(); ++w) {
-      uint64_t any = 0;
-      for (uint32_t row = 0; row < h->count(); ++row) any |= h->word(row, w);
-      n += static_cast<uint64_t>(std::popcount(any));
-    }
   });
   return n;
 }

@@ -252,8 +252,9 @@ class RunStore {
   std::optional<uint32_t> Stamp(uint32_t owner, uint64_t key) const;
   uint64_t HeldBy(uint32_t owner) const;   // O(runs)
   // Keys some owner holds (blocks() less the runs' unheld positions);
-  // O(runs x holders).
-  uint64_t HeldKeys() const;
+  // O(1): the writer counts a key when its first holder comes and its last
+  // one goes.
+  uint64_t HeldKeys() const { return held_keys_; }
   uint64_t HeldByAll() const;              // (key, owner) pairs; O(runs)
   // Keys indexed: held, or kept as structure (a run's unheld positions
   // before a held one).
@@ -449,7 +450,9 @@ class RunStore {
     if (row == HolderBlock::kNoRow || at.pos / 64 >= h->words()) return HoldGrowing(run, at, owner, row);
     if (h->Has(row, at.pos)) return false;
     Write(at.run);
-    return h->Set(row, at.pos);
+    h->Set(row, at.pos);
+    if (!h->HeldByOther(row, at.pos)) ++held_keys_;
+    return true;
   }
   bool Unhold(Run& run, const Place& at, uint32_t owner) {
     HolderBlock* h = run.block();
@@ -457,6 +460,7 @@ class RunStore {
     if (row == HolderBlock::kNoRow || !h->Has(row, at.pos)) return false;
     Write(at.run);
     h->Clear(row, at.pos);
+    if (!h->HeldByOther(row, at.pos)) --held_keys_;
     if (h->held(row) == 0) {
       h->Drop(row);   // the last row moves here: the hit view's row order is stale
       if (run.hits.load(std::memory_order_relaxed) != nullptr) hits_dirty_.push_back(at.run);
@@ -544,6 +548,7 @@ class RunStore {
   std::vector<uint32_t> free_pages_;
   std::vector<uint32_t> free_runs_;
   size_t size_ = 0;            // ids in the table
+  uint64_t held_keys_ = 0;     // positions some owner holds (HeldKeys)
   uint32_t growth_left_ = 0;   // inserts into empty slots before the table is rebuilt
   uint32_t open_run_ = kNone;  // whose write section is open
   uint32_t open_changes_ = 0;

@@ -1,7 +1,7 @@
 // HolderBlock and HitView (index/internal/holder_block.h, hit_view.h), the
 // run store's reader-visible parts, against plain models: rows added,
 // dropped (the last row moves into the gap), bits set and cleared, blocks
-// grown by copy; hit views built from ranges and summed over every
+// grown by copy, positions held by one row alone; hit views built from ranges and summed over every
 // sub-range.
 #include "index/internal/holder_block.h"
 
@@ -43,6 +43,14 @@ void ExpectMatches(const HolderBlock& b, const std::map<uint32_t, std::set<uint3
       ASSERT_EQ(b.LeadingFrom(row, from, positions), lead);
       ASSERT_EQ(b.LeadingFrom(row, from, 3), std::min(lead, 3u));
     }
+    uint32_t only = 0;
+    for (uint32_t p = 0; p < positions; ++p) {
+      bool other = false;
+      for (const auto& [owner, held] : model) other |= owner != it->first && held.contains(p);
+      ASSERT_EQ(b.HeldByOther(row, p), other) << p;
+      only += it->second.contains(p) && !other;
+    }
+    ASSERT_EQ(b.HeldOnlyBy(row), only);
   }
 }
 

@@ -328,6 +328,11 @@ class Differential {
     size_t all = 0;
     for (const auto& h : held_) all += h.size();
     EXPECT_EQ(store_->HeldByAll(), all);
+    std::set<uint64_t> distinct;
+    for (const auto& h : held_) {
+      for (const auto& [k, copies] : h) distinct.insert(k);
+    }
+    EXPECT_EQ(store_->HeldKeys(), distinct.size());
     for (size_t o = 0; o < kNumOwners; ++o) {
       EXPECT_EQ(store_->HeldBy(kOwners[o]), held_[o].size());
       for (uint64_t k : some_keys) {
