@@ -1153,6 +1153,7 @@ void BlockIndex::Dump(IndexSnapshot* out) const {
 
 void SortSnapshot(IndexSnapshot* snapshot) {
   std::sort(snapshot->owners.begin(), snapshot->owners.end(), OwnerLess);
+  for (OwnerRecord& o : snapshot->owners) o.follows = false;
 }
 
 void BlockIndex::DumpUnsorted(IndexSnapshot* out) const {
@@ -1281,9 +1282,11 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
         }
       };
       if (model->runs) {
-        if (Status st = impl_->RestoreRuns(*model, o, okey, stamp); !st.ok()) return st;
+        const OwnerRecord* after = o.follows && prev != nullptr && prev->model == o.model ? prev : nullptr;
+        if (Status st = impl_->RestoreRuns(*model, o, okey, stamp, after); !st.ok()) return st;
         if (!model->WasIndexed(o.group)) model->MarkIndexed(o.group);
         count_owner();
+        prev = &o;
         continue;
       }
       ProbeKey pk(o.key);

@@ -89,13 +89,13 @@
 // shard order, the run core in event order). Bytes-form keys are exact
 // on both. A query's hits on the run core are as of the end of the last
 // write call (a segment's holders can be a write section newer than its
-// hits). A restore into the run core packs the snapshot's keys, in
-// snapshot order, into runs of up to 64: from a run-order capture
-// (DumpUnsorted) the runs come back in pieces of 64 blocks; from a
-// key-sorted one (Dump, or a per-block core's) the keys cost what they
-// cost stored and answer the same, but a query looks each restored block
-// up until the blocks leave and are stored again. BlockCount and Memory walk
-// the model's runs under its writer lock (O(runs x holders)).
+// hits). A restore into the run core rebuilds the runs of a run-order
+// capture (DumpUnsorted: records flagged `follows`) whole, and packs other
+// keys, in snapshot order, into runs of up to 64: from a key-sorted
+// snapshot (Dump, or a per-block core's) the keys cost what they cost
+// stored and answer the same, but a query looks each restored block up
+// until the blocks leave and are stored again. Memory walks the model's
+// runs under its writer lock (O(runs)).
 //
 // Errors: calls return Status for unknown models, out-of-range ids and
 // capacity limits; event inconsistencies are not errors but drift counters.
@@ -165,6 +165,11 @@ struct OwnerRecord {
   uint32_t refcount = 1;
   uint32_t hits = 0;
   uint32_t stamp = 0;   // recency: the source's logical clock at the last touch
+  // The key comes right after the previous record's key in its chain (a
+  // run core's run-order capture says so; a sorted list never does). A
+  // restore into the run core continues the previous key's run with it,
+  // so runs come back whole; an untrue flag costs structure, not answers.
+  bool follows = false;
 
   friend bool operator==(const OwnerRecord&, const OwnerRecord&) = default;
 };
@@ -298,7 +303,7 @@ class BlockIndex {
 };
 
 // Puts a DumpUnsorted() capture into Dump()'s order (model, key, source,
-// tier, group).
+// tier, group); no record follows another in that order.
 void SortSnapshot(IndexSnapshot* snapshot);
 
 // Equality of two snapshots (the persistence issue's round-trip check).

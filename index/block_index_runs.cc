@@ -213,14 +213,29 @@ void BlockIndex::Impl::LookupRuns(Model& model, ModelId m, const BlockKey& key, 
 
 void BlockIndex::Impl::DumpRuns(Model& model, ModelId m, std::vector<OwnerRecord>* out) const {
   MutexLock lock(model.runs->mu);
-  model.runs->store.ForEachHolding([&](const RunStore::Holding& h) { out->push_back(RecordOf(m, h)); });
+  const size_t first = out->size();
+  model.runs->store.ForEachHolding([&](const RunStore::Holding& h) {
+    // Run order lists a key's owners together, then the next position's:
+    // a key follows the previous record's when that is its parent.
+    const OwnerRecord* prev = out->size() > first ? &out->back() : nullptr;
+    const bool follows = h.parent && prev != nullptr && prev->key.wire() == *h.parent &&
+                         FormOf(prev->key) == h.parent_form;
+    out->push_back(RecordOf(m, h));
+    out->back().follows = follows;
+  });
 }
 
-Status BlockIndex::Impl::RestoreRuns(Model& model, const OwnerRecord& o, uint32_t okey, uint32_t stamp) {
+Status BlockIndex::Impl::RestoreRuns(Model& model, const OwnerRecord& o, uint32_t okey, uint32_t stamp,
+                                     const OwnerRecord* after) {
   RunStore::Holding row{o.key.wire(), okey, o.refcount, o.hits, stamp, std::nullopt};
   row.form = FormOf(o.key);
+  if (after != nullptr) {
+    row.parent = after->key.wire();
+    row.parent_form = FormOf(after->key);
+  }
   MutexLock lock(model.runs->mu);
-  // Packed: snapshots list owners by key, without the runs.
+  // Packed: a key with no parent joins the previous restored key's run
+  // (up to 64), as snapshots in key order carry no chains.
   if (model.runs->store.Restore(std::span(&row, 1), /*pack=*/true) == 0) {
     return Status::Corruption("duplicate owner record for " + o.key.ToString());
   }

@@ -105,10 +105,11 @@ bool KnownChunkType(uint8_t t) {
 }
 
 Status VersionCheck(uint32_t version, std::string_view where) {
-  if (version == kFormatVersion) return Status::Ok();
+  if (version >= kOldestFormatVersion && version <= kFormatVersion) return Status::Ok();
   return Status::FailedPrecondition(std::string(where) + ": snapshot format version " + std::to_string(version) +
-                                    " is not supported (this build reads version " +
-                                    std::to_string(kFormatVersion) + ")");
+                                    " is not supported (this build reads versions " +
+                                    std::to_string(kOldestFormatVersion) + " to " + std::to_string(kFormatVersion) +
+                                    ")");
 }
 
 // Owner key length byte: 0 integer form, 0xff empty bytes form, else bytes.
@@ -263,11 +264,11 @@ Status DecodeFormatRecord(std::string_view v, uint32_t* version) {
 // ---- Chunk envelope ----------------------------------------------------------
 
 std::string EncodeChunk(uint64_t gen, ChunkType type, uint32_t index, std::string_view payload,
-                        uint64_t* checksum) {
+                        uint64_t* checksum, uint32_t version) {
   std::string s;
   s.reserve(kEnvelopeHeader + payload.size() + kChecksumLen);
   Put<uint32_t>(&s, kChunkMagic);
-  Put<uint32_t>(&s, kFormatVersion);
+  Put<uint32_t>(&s, version);
   Put<uint64_t>(&s, gen);
   Put<uint32_t>(&s, static_cast<uint32_t>(type));
   Put<uint32_t>(&s, index);
@@ -280,7 +281,7 @@ std::string EncodeChunk(uint64_t gen, ChunkType type, uint32_t index, std::strin
 }
 
 Status DecodeChunk(std::string_view v, uint64_t gen, ChunkType type, uint32_t index, std::string_view* payload,
-                   uint64_t* checksum) {
+                   uint64_t* checksum, uint32_t* version) {
   std::string name = ChunkName(gen, type, index);
   if (v.size() < kEnvelopeHeader + kChecksumLen) {
     return Status::Corruption(name + ": value of " + std::to_string(v.size()) + " bytes is truncated");
@@ -288,6 +289,7 @@ Status DecodeChunk(std::string_view v, uint64_t gen, ChunkType type, uint32_t in
   if (Load<uint32_t>(v.data()) != kChunkMagic) return Status::Corruption(name + ": bad chunk magic");
   Status vs = VersionCheck(Load<uint32_t>(v.data() + 4), name);
   if (!vs.ok()) return vs;
+  if (version != nullptr) *version = Load<uint32_t>(v.data() + 4);
   uint32_t len = Load<uint32_t>(v.data() + 24);
   if (v.size() != kEnvelopeHeader + len + kChecksumLen) {
     return Status::Corruption(name + ": value is " + std::to_string(v.size()) + " bytes, header says " +
@@ -429,12 +431,13 @@ Status DecodeSources(std::string_view payload, std::vector<ingest::SourceWaterma
 // Columns: u32 n | u16 model[n] | u16 source[n] | u8 tier[n] | u8 keylen[n]
 // | u32 group[n] | u32 refcount[n] | u32 hits[n] | u32 stamp[n] | u64 wire[n]
 // | digest bytes of the bytes-form keys, in order.
-void EncodeOwners(std::span<const OwnerRecord> owners, std::string* out) {
+void EncodeOwners(std::span<const OwnerRecord> owners, std::string* out, uint32_t version) {
   const size_t n = owners.size();
+  const bool with_follows = version >= 2;
   size_t extra = 0;
   for (const OwnerRecord& o : owners) extra += o.key.byte_len();
   out->clear();
-  out->resize(4 + n * (2 + 2 + 1 + 1 + 4 + 4 + 4 + 4 + 8) + extra);
+  out->resize(4 + n * (2 + 2 + 1 + 1 + (with_follows ? 1 : 0) + 4 + 4 + 4 + 4 + 8) + extra);
   char* p = out->data();
   auto put = [&p](auto v) {
     std::memcpy(p, &v, sizeof(v));
@@ -445,6 +448,9 @@ void EncodeOwners(std::span<const OwnerRecord> owners, std::string* out) {
   for (const OwnerRecord& o : owners) put(static_cast<uint16_t>(o.source));
   for (const OwnerRecord& o : owners) put(static_cast<uint8_t>(o.tier));
   for (const OwnerRecord& o : owners) put(KeyLenCode(o.key));
+  if (with_follows) {
+    for (const OwnerRecord& o : owners) put(static_cast<uint8_t>(o.follows));
+  }
   for (const OwnerRecord& o : owners) put(o.group);
   for (const OwnerRecord& o : owners) put(o.refcount);
   for (const OwnerRecord& o : owners) put(o.hits);
@@ -458,21 +464,23 @@ void EncodeOwners(std::span<const OwnerRecord> owners, std::string* out) {
   }
 }
 
-Status DecodeOwners(std::string_view payload, std::vector<OwnerRecord>* out) {
+Status DecodeOwners(std::string_view payload, std::vector<OwnerRecord>* out, uint32_t version) {
   Reader r(payload, "owners chunk");
   uint32_t n = 0;
   if (!r.Get(&n, "count")) return r.Finish();
-  constexpr size_t kFixed = 2 + 2 + 1 + 1 + 4 + 4 + 4 + 4 + 8;
-  if (static_cast<uint64_t>(n) * kFixed > r.remaining()) {
+  const bool with_follows = version >= 2;
+  const size_t fixed = 2 + 2 + 1 + 1 + (with_follows ? 1 : 0) + 4 + 4 + 4 + 4 + 8;
+  if (static_cast<uint64_t>(n) * fixed > r.remaining()) {
     return Status::Corruption("owners chunk: " + std::to_string(n) + " records do not fit in " +
                               std::to_string(r.remaining()) + " bytes");
   }
-  const char *model = nullptr, *source = nullptr, *tier = nullptr, *keylen = nullptr, *group = nullptr,
-             *ref = nullptr, *hits = nullptr, *stamp = nullptr, *wire = nullptr;
+  const char *model = nullptr, *source = nullptr, *tier = nullptr, *keylen = nullptr, *follows = nullptr,
+             *group = nullptr, *ref = nullptr, *hits = nullptr, *stamp = nullptr, *wire = nullptr;
   r.GetBytes(2 * size_t{n}, &model, "model");
   r.GetBytes(2 * size_t{n}, &source, "source");
   r.GetBytes(size_t{n}, &tier, "tier");
   r.GetBytes(size_t{n}, &keylen, "keylen");
+  if (with_follows) r.GetBytes(size_t{n}, &follows, "follows");
   r.GetBytes(4 * size_t{n}, &group, "group");
   r.GetBytes(4 * size_t{n}, &ref, "refcount");
   r.GetBytes(4 * size_t{n}, &hits, "hits");
@@ -492,6 +500,13 @@ Status DecodeOwners(std::string_view payload, std::vector<OwnerRecord>* out) {
     o.stamp = Load<uint32_t>(stamp + 4 * i);
     uint64_t w = Load<uint64_t>(wire + 8 * i);
     uint8_t kl = static_cast<uint8_t>(keylen[i]);
+    const uint8_t f = follows == nullptr ? 0 : static_cast<uint8_t>(follows[i]);
+    if (f > 1) {
+      out->resize(base);
+      return Status::Corruption("owners chunk: record " + std::to_string(i) + " has follows flag " +
+                                std::to_string(f));
+    }
+    o.follows = f == 1;
     if (t >= kMaxTiers || o.refcount == 0 || o.source >= kMaxSources || o.model >= kMaxModels) {
       out->resize(base);
       return Status::Corruption("owners chunk: record " + std::to_string(i) + " has model " +

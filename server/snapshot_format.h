@@ -1,5 +1,6 @@
 // Snapshot format: what one kvidx snapshot contains and how each part is
-// encoded as RocksDB keys and values (format version 1).
+// encoded as RocksDB keys and values (format version 2; version 1 is read
+// too: it lacks the owners' `follows` column, read as all false).
 //
 // SnapshotData is the consistent cut the store persists: the index contents
 // (BlockIndex::Dump), the medium names behind interned Tier ids, and one
@@ -27,8 +28,10 @@
 // Corruption even when every chunk is individually valid.
 //
 // Owner chunks are columnar (all models, then all sources, ...): the
-// columns that barely vary (model, tier, group, refcount, hits) compress to
-// almost nothing under the store's LZ4, leaving ~10-14 bytes per owner.
+// columns that barely vary (model, tier, group, refcount, hits, follows)
+// compress to almost nothing under the store's LZ4, leaving ~10-14 bytes
+// per owner. Version 2 added the `follows` column (one byte, 0 or 1,
+// after the key lengths).
 //
 // Everything here is pure (no I/O); thread-compatible.
 #pragma once
@@ -45,7 +48,8 @@
 
 namespace kvidx::snapshot {
 
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;        // what Write writes
+inline constexpr uint32_t kOldestFormatVersion = 1;  // the oldest this build reads
 inline constexpr uint32_t kDefaultOwnersPerChunk = 65536;
 
 struct SnapshotData {
@@ -114,12 +118,14 @@ std::string EncodeFormatRecord(uint32_t version);
 Status DecodeFormatRecord(std::string_view value, uint32_t* version);
 
 // Wraps a payload in the chunk envelope; *checksum receives the trailer.
+// `version`: another than kFormatVersion only for tests of old snapshots.
 std::string EncodeChunk(uint64_t gen, ChunkType type, uint32_t index, std::string_view payload,
-                        uint64_t* checksum);
+                        uint64_t* checksum, uint32_t version = kFormatVersion);
 // Verifies the envelope against the key it was read under and returns the
-// payload (a view into `value`) and the checksum.
+// payload (a view into `value`), the checksum and, if asked, the format
+// version the chunk was written in.
 Status DecodeChunk(std::string_view value, uint64_t gen, ChunkType type, uint32_t index,
-                   std::string_view* payload, uint64_t* checksum);
+                   std::string_view* payload, uint64_t* checksum, uint32_t* version = nullptr);
 
 // Payload codecs. Decoders append to `out` and return Corruption naming the
 // field on malformed input; they check ranges (ids, lengths) but not cross
@@ -132,8 +138,10 @@ std::string EncodeTiers(const std::vector<std::string>& names);
 Status DecodeTiers(std::string_view payload, std::vector<std::string>* out);
 std::string EncodeSources(const std::vector<ingest::SourceWatermark>& sources);
 Status DecodeSources(std::string_view payload, std::vector<ingest::SourceWatermark>* out);
-// Encodes owners[0..n) (n <= 2^24) into `out` (cleared first; reused buffer).
-void EncodeOwners(std::span<const OwnerRecord> owners, std::string* out);
-Status DecodeOwners(std::string_view payload, std::vector<OwnerRecord>* out);
+// Encodes owners[0..n) (n <= 2^24) into `out` (cleared first; reused
+// buffer) in format `version` (1: without `follows`, for tests of old
+// snapshots).
+void EncodeOwners(std::span<const OwnerRecord> owners, std::string* out, uint32_t version = kFormatVersion);
+Status DecodeOwners(std::string_view payload, std::vector<OwnerRecord>* out, uint32_t version = kFormatVersion);
 
 }  // namespace kvidx::snapshot

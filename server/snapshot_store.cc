@@ -717,7 +717,12 @@ Status SnapshotStore::LoadLocked(std::optional<SnapshotData>* out) {
     }
     std::string_view payload;
     uint64_t sum = 0;
-    st = DecodeChunk(V(it->value()), gen, type, index, &payload, &sum);
+    uint32_t version = 0;
+    st = DecodeChunk(V(it->value()), gen, type, index, &payload, &sum, &version);
+    if (st.ok() && version != m.format_version) {
+      st = Status::Corruption(ChunkName(gen, type, index) + " is in format version " + std::to_string(version) +
+                              ", its manifest in " + std::to_string(m.format_version));
+    }
     if (!st.ok()) {
       st = where(st);
       break;
@@ -726,7 +731,7 @@ Status SnapshotStore::LoadLocked(std::optional<SnapshotData>* out) {
     switch (type) {
       case ChunkType::kClocks: st = DecodeClocks(payload, &d.index.source_clocks); break;
       case ChunkType::kModels: st = DecodeModels(payload, &d.index.models); break;
-      case ChunkType::kOwners: st = DecodeOwners(payload, &d.index.owners); break;
+      case ChunkType::kOwners: st = DecodeOwners(payload, &d.index.owners, version); break;
       case ChunkType::kSources: st = DecodeSources(payload, &d.sources); break;
       case ChunkType::kTiers: st = DecodeTiers(payload, &d.tier_names); break;
     }

@@ -274,7 +274,8 @@ struct BlockIndex::Impl {
   void LookupRuns(Model& model, ModelId m, const BlockKey& key, std::vector<OwnerRecord>* out) const;
   void DumpRuns(Model& model, ModelId m, std::vector<OwnerRecord>* out) const;
   // Restores one owner of a run model; Corruption on a duplicate.
-  Status RestoreRuns(Model& model, const OwnerRecord& o, uint32_t okey, uint32_t stamp);
+  // `after`: the record `o` follows in its chain, if any.
+  Status RestoreRuns(Model& model, const OwnerRecord& o, uint32_t okey, uint32_t stamp, const OwnerRecord* after);
   static uint64_t BlockCountRuns(Model& model);
   static size_t MemoryRuns(Model& model);
 

@@ -325,10 +325,13 @@ void RunStore::HoldingsOf(uint64_t key, std::vector<Holding>* out, const KeyForm
 size_t RunStore::Restore(std::span<const Holding> rows, bool pack) {
   size_t applied = 0;
   // The previous row's entry: in ForEachHolding's order, the next row's
-  // key (another owner of it) or its parent, found without a lookup.
-  Place last;
-  uint64_t last_key = 0;
-  KeyForm last_form;
+  // key (another owner of it) or its parent, found without a lookup. With
+  // `pack`, the last call's last row, while its entry still holds its key.
+  const bool packed = pack && packed_.id != kNone && KeyOf(packed_.id) == packed_key_ &&
+                      FormAt(packed_.id) == packed_form_ && PlaceOf(packed_.id).run == packed_.run;
+  Place last = packed ? packed_ : Place{};
+  uint64_t last_key = packed_key_;
+  KeyForm last_form = packed_form_;
   for (const Holding& row : rows) {
     Place at;
     if (last.id != kNone && last_key == row.key && last_form == row.form) {
@@ -339,9 +342,8 @@ size_t RunStore::Restore(std::span<const Holding> rows, bool pack) {
         before = last.id != kNone && last_key == *row.parent && last_form == row.parent_form
                      ? last.id
                      : Find(*row.parent, &row.parent_form);
-      } else if (pack && packed_.id != kNone && packed_.pos + 1 < kPackedRun && KeyOf(packed_.id) == packed_key_ &&
-                 FormAt(packed_.id) == packed_form_ && PlaceOf(packed_.id).run == packed_.run) {
-        before = packed_.id;
+      } else if (pack && last.id != kNone && last.pos + 1 < kPackedRun) {
+        before = last.id;
       }
       at = Locate(row.key, &row.form, before);
     }

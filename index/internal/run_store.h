@@ -229,8 +229,8 @@ class RunStore {
   // stamp, placing a key not yet indexed after its parent when the parent
   // ends a run (as a store would), else in a run of its own. Rows in
   // ForEachHolding's order rebuild the runs they came from, at one lookup
-  // per row. With `pack`, a row without a parent is placed after the
-  // previous row's key (kept across calls), in runs of at most
+  // per row (across calls too, with `pack`). With `pack`, a row without a
+  // parent is placed after the previous row's key, in runs of at most
   // kPackedRun positions: a snapshot without parents (sorted by key)
   // then costs about what its blocks cost stored, instead of a run, a
   // page and a holder block per key. Neighbours that are not a chain

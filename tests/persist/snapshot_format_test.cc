@@ -127,10 +127,15 @@ TEST(Manifest, RoundTripAndVersion) {
   EXPECT_EQ(got.gen, 12u);
   EXPECT_EQ(got.num_owners, 150000u);
   EXPECT_EQ(got.chunks_digest, 0x1234u);
-  m.format_version = 2;
+  m.format_version = kFormatVersion + 1;
   Status st = DecodeManifest(EncodeManifest(m), &got);
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(st.message().find("version 2"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("version " + std::to_string(kFormatVersion + 1)), std::string::npos) << st.message();
+  m.format_version = kOldestFormatVersion;   // older snapshots stay readable
+  ASSERT_TRUE(DecodeManifest(EncodeManifest(m), &got).ok());
+  EXPECT_EQ(got.format_version, kOldestFormatVersion);
+  m.format_version = 0;
+  EXPECT_EQ(DecodeManifest(EncodeManifest(m), &got).code(), StatusCode::kFailedPrecondition);
   for (size_t len = 0; len < v.size(); ++len) EXPECT_FALSE(DecodeManifest(v.substr(0, len), &got).ok());
   v[20] ^= 1;
   EXPECT_EQ(DecodeManifest(v, &got).code(), StatusCode::kCorruption);
@@ -161,6 +166,7 @@ TEST(Owners, EveryKeyFormRoundTrips) {
     o.refcount = n + 1;
     o.hits = 0xffffffffu - n;
     o.stamp = n * 77;
+    o.follows = n % 2 == 1;
     owners.push_back(o);
     ++n;
   }
@@ -169,6 +175,16 @@ TEST(Owners, EveryKeyFormRoundTrips) {
   std::vector<OwnerRecord> got;
   ASSERT_TRUE(DecodeOwners(buf, &got).ok());
   EXPECT_EQ(got, owners);
+  // Version 1 has no follows column: read back, no record follows.
+  std::string v1;
+  EncodeOwners(owners, &v1, kOldestFormatVersion);
+  EXPECT_EQ(v1.size() + owners.size(), buf.size());
+  got.clear();
+  ASSERT_TRUE(DecodeOwners(v1, &got, kOldestFormatVersion).ok());
+  std::vector<OwnerRecord> unflagged = owners;
+  for (OwnerRecord& o : unflagged) o.follows = false;
+  EXPECT_EQ(got, unflagged);
+  got.clear();
   // Truncation anywhere is a Corruption, never a crash or a partial result.
   for (size_t len = 0; len < buf.size(); ++len) {
     std::vector<OwnerRecord> part;
@@ -179,6 +195,12 @@ TEST(Owners, EveryKeyFormRoundTrips) {
   std::string bad = buf;
   bad[4 + keys.size() * 2 * 2] = static_cast<char>(kMaxTiers);  // first tier byte
   EXPECT_EQ(DecodeOwners(bad, &got).code(), StatusCode::kCorruption);
+  // A follows byte other than 0 or 1 is too.
+  bad = buf;
+  bad[4 + keys.size() * (2 + 2 + 1 + 1)] = 2;   // first follows byte
+  Status st = DecodeOwners(bad, &got);
+  EXPECT_EQ(st.code(), StatusCode::kCorruption);
+  EXPECT_NE(st.message().find("follows flag 2"), std::string::npos) << st.message();
 }
 
 TEST(Payloads, ModelsClocksTiersSourcesRoundTrip) {

@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "persist/persist_test_util.h"
 
 namespace kvidx::snapshot {
@@ -265,6 +268,57 @@ TEST(SnapshotStore, InterruptedWriteLeavesAnOrphanThatOpenDeletes) {
   EXPECT_EQ(store->current_generation(), 4u);
 }
 
+// A generation written before the owners' `follows` column (format
+// version 1: chunks, owner columns and manifest as that build wrote them)
+// still loads after an upgrade, with no record following another.
+TEST(SnapshotStore, AFormatVersionOneGenerationLoads) {
+  TempDir tmp;
+  SnapshotData data = SyntheticSnapshot(1, 20000);
+  for (size_t i = 0; i < data.index.owners.size(); i += 3) data.index.owners[i].follows = true;
+  {
+    StoreOptions o;
+    o.owners_per_chunk = 4096;
+    ASSERT_TRUE(MustOpen(tmp.db(), o)->Write(data).ok());
+  }
+  {
+    auto db = RawOpen(tmp.db());
+    std::string v;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), std::string(kCurrentKey), &v).ok());
+    Manifest m;
+    ASSERT_TRUE(DecodeManifest(v, &m).ok());
+    ASSERT_EQ(m.format_version, kFormatVersion);
+    std::string sums;
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    const std::string end = GenKey(m.gen + 1);
+    for (it->Seek(GenKey(m.gen)); it->Valid() && it->key().ToString() < end; it->Next()) {
+      ParsedChunkKey k;
+      ASSERT_TRUE(ParseChunkKey(it->key().ToString(), &k));
+      std::string_view payload;
+      uint64_t sum = 0;
+      const std::string value = it->value().ToString();
+      ASSERT_TRUE(DecodeChunk(value, k.gen, k.type, k.index, &payload, &sum).ok());
+      std::string old_payload(payload);
+      if (k.type == ChunkType::kOwners) {
+        std::vector<OwnerRecord> owners;
+        ASSERT_TRUE(DecodeOwners(payload, &owners).ok());
+        EncodeOwners(owners, &old_payload, kOldestFormatVersion);
+      }
+      const std::string old_value = EncodeChunk(k.gen, k.type, k.index, old_payload, &sum, kOldestFormatVersion);
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), it->key(), old_value).ok());
+      sums.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
+    }
+    m.format_version = kOldestFormatVersion;
+    m.chunks_digest = XXH3_64bits(sums.data(), sums.size());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), std::string(kCurrentKey), EncodeManifest(m)).ok());
+  }
+  std::optional<SnapshotData> out;
+  ASSERT_TRUE(OpenAndLoad(tmp.db(), &out).ok());
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->format_version, kOldestFormatVersion);
+  for (OwnerRecord& o : data.index.owners) o.follows = false;
+  EXPECT_TRUE(SameSnapshot(*out, data));
+}
+
 TEST(SnapshotStore, SecondOpenOfALockedDirectoryIsUnavailableNotCorrupt) {
   TempDir tmp;
   WriteSnapshots(tmp.db(), {1});
@@ -422,6 +476,16 @@ TEST_F(Damaged, BitFlippedChunkValueThatRocksDbAccepts) {
 TEST_F(Damaged, ChunkValueCopiedUnderAnotherKey) {
   RawPut(ChunkKey(2, ChunkType::kOwners, 1), RawGet(ChunkKey(2, ChunkType::kOwners, 2)));
   ExpectRejected(StatusCode::kCorruption, "belongs to generation 2 owners#2");
+}
+
+TEST_F(Damaged, ChunkInAnotherVersionThanItsManifest) {
+  std::string key = ChunkKey(2, ChunkType::kOwners, 1);
+  std::string_view payload;
+  uint64_t sum = 0;
+  const std::string v = RawGet(key);
+  ASSERT_TRUE(DecodeChunk(v, 2, ChunkType::kOwners, 1, &payload, &sum).ok());
+  RawPut(key, EncodeChunk(2, ChunkType::kOwners, 1, payload, &sum, kOldestFormatVersion));
+  ExpectRejected(StatusCode::kCorruption, "owners#1 is in format version 1, its manifest in 2");
 }
 
 TEST_F(Damaged, MissingOwnerChunk) {
