@@ -71,6 +71,9 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       ok = ParseCount(value, 1024, &f->expand) && f->expand > 0;
     } else if (name == "--runs") {
       ok = ParseCount(value, 1000, &f->runs) && f->runs > 0;
+    } else if (name == "--passes") {
+      ok = ParseCount(value, 10000, &n) && n > 0;
+      f->params.passes = static_cast<uint32_t>(n);
     } else {
       std::fprintf(stderr, "w2: unknown argument %.*s\n", static_cast<int>(name.size()), name.data());
       return false;
@@ -174,6 +177,16 @@ void PrintImpl(const Impl& impl) {
         static_cast<double>(m.records) / held, static_cast<double>(m.owners) / held,
         static_cast<double>(m.spill) / held, static_cast<double>(m.sources) / held, static_cast<double>(m.runs) / held);
   }
+  if (r.first_pass_memory.total() > 0 || r.first_pass_rss_growth > 0) {
+    // The soak: what the index holds after the first pass and after the
+    // last, when the fleet holds the same number of blocks.
+    const double first = static_cast<double>(r.first_pass_memory.total());
+    const double last = static_cast<double>(m.total());
+    std::printf("w2 impl=%s soak allocated_mib first_pass=%.1f last_pass=%.1f growth=%+.1f%% rss_mib first_pass=%.1f "
+                "last_pass=%.1f\n",
+                impl.name, first / 1048576, last / 1048576, first > 0 ? 100 * (last - first) / first : 0,
+                static_cast<double>(r.first_pass_rss_growth) / 1048576, static_cast<double>(r.rss_growth) / 1048576);
+  }
 }
 
 // > 1 means kvidx is better, for every column (W1's convention).
@@ -222,9 +235,9 @@ int RunW2Bench(int argc, char** argv) {
     return 1;
   }
   std::printf("w2 params trace=%s requests=%zu blocks=%zu max_request_blocks=%u replicas=%u capacity=%u expand=%" PRIu64
-              " runs=%" PRIu64 " (figures are medians; single thread)\n",
+              " runs=%" PRIu64 " passes=%u (figures are medians; single thread)\n",
               f.trace.c_str(), trace->requests(), trace->hashes.size(), trace->max_request_blocks,
-              f.params.replicas, f.params.capacity, f.expand, f.runs);
+              f.params.replicas, f.params.capacity, f.expand, f.runs, f.params.passes);
   auto wanted = [&](std::string_view impl) {
     return f.impl == "all" || f.impl == impl || (f.impl == "both" && (impl == "kvidx" || impl == "naive"));
   };

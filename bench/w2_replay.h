@@ -52,6 +52,9 @@ struct W2Run {
   uint64_t rss_growth = 0;        // bytes, from before the index is created to the end
   uint64_t held_blocks = 0;       // blocks the fleet holds at the end
   IndexMemory memory;             // at the end, for indexes that report it (all zero otherwise)
+  // After the first pass (W2Params::passes > 1): the soak's baseline.
+  IndexMemory first_pass_memory;
+  uint64_t first_pass_rss_growth = 0;
   // The routed replica's match over requests (what a query walk must cover;
   // a property of the workload, equal for every correct index).
   uint32_t match_p50 = 0, match_p90 = 0, match_p99 = 0, match_max = 0;
@@ -61,6 +64,10 @@ struct W2Run {
 struct W2Params {
   uint32_t replicas = 16;
   uint32_t capacity = 32768;
+  // Replays of the trace (a soak): pass p > 0 xors every hash with a
+  // per-pass salt, so each pass brings new contents and evicts the last
+  // pass's. W2 itself is one pass.
+  uint32_t passes = 1;
 };
 
 namespace internal {
@@ -93,12 +100,14 @@ class W2Replay {
   // Allocates the fleet and every scratch buffer, sized for the trace.
   W2Replay(const W2Trace& trace, const W2Params& p)
       : trace_(trace),
+        passes_(std::max(p.passes, 1u)),
         fleet_(p.replicas, p.capacity, trace.max_request_blocks),
         keys_(trace.max_request_blocks),
         evicted_keys_(trace.max_request_blocks),
+        salted_(trace.max_request_blocks),
         match_(p.replicas),
-        latency_ns_(trace.requests()),
-        best_match_(trace.requests()) {
+        latency_ns_(trace.requests() * passes_),
+        best_match_(trace.requests() * passes_) {
     evicted_.reserve(trace.max_request_blocks);
     runs_.reserve(trace.max_request_blocks);
   }
@@ -110,8 +119,14 @@ class W2Replay {
     Index& index = **created;
     const auto loop0 = internal::Clock::now();
     const double cpu0 = internal::ThreadCpuSeconds();
-    for (size_t i = 0; i < trace_.requests(); ++i) {
-      if (!Request(index, i)) return out_;
+    for (uint32_t pass = 0; pass < passes_; ++pass) {
+      for (size_t i = 0; i < trace_.requests(); ++i) {
+        if (!Request(index, pass, i)) return out_;
+      }
+      if (pass > 0 || passes_ == 1) continue;
+      const uint64_t rss = ResidentBytes();
+      out_.first_pass_rss_growth = rss > rss0 ? rss - rss0 : 0;
+      if constexpr (requires(const Index& i) { i.Memory(); }) out_.first_pass_memory = index.Memory();
     }
     out_.loop_s = internal::Since(loop0, internal::Clock::now());
     out_.loop_cpu_s = internal::ThreadCpuSeconds() - cpu0;
@@ -126,8 +141,14 @@ class W2Replay {
 
  private:
   // Steps 1-5 of workload.md for request i. False if an index call failed.
-  bool Request(Index& index, size_t i) {
-    const std::span<const uint64_t> hashes = trace_.Request(i);
+  bool Request(Index& index, uint32_t pass, size_t i) {
+    std::span<const uint64_t> hashes = trace_.Request(i);
+    if (pass > 0) {
+      const uint64_t salt = 0x9E3779B97F4A7C15ULL * pass;
+      for (size_t j = 0; j < hashes.size(); ++j) salted_[j] = hashes[j] ^ salt;
+      hashes = std::span<const uint64_t>(salted_.data(), hashes.size());
+    }
+    i += pass * trace_.requests();
     for (size_t j = 0; j < hashes.size(); ++j) keys_[j] = Index::MakeKey(hashes[j]);
     const std::span<const Key> request(keys_.data(), hashes.size());
     const auto t0 = internal::Clock::now();
@@ -205,8 +226,10 @@ class W2Replay {
   }
 
   const W2Trace& trace_;
+  const uint32_t passes_;
   W2Fleet fleet_;
   std::vector<Key> keys_, evicted_keys_;
+  std::vector<uint64_t> salted_;
   std::vector<uint64_t> evicted_;
   std::vector<BlockRun> runs_;
   std::vector<uint32_t> match_;
