@@ -239,7 +239,7 @@ struct ServerConfig {
   std::string data_dir = "./kvidx-data";   // empty = no persistence
   OnCorruptData on_corrupt = OnCorruptData::kFail;
   // Which index core keeps the blocks (block_index.h, docs/RUN_CORE.md).
-  IndexCore index_core = IndexCore::kBlocks;
+  IndexCore index_core = IndexCore::kRuns;
   SnapshotConfig snapshot;
   IngestConfig ingest;
   RoutingConfig routing;

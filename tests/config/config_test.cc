@@ -86,6 +86,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.metrics.listen, "127.0.0.1:9464");
   EXPECT_EQ(c.data_dir, "./kvidx-data");
   EXPECT_EQ(c.on_corrupt, OnCorruptData::kFail);
+  EXPECT_EQ(c.index_core, IndexCore::kRuns);
   EXPECT_EQ(c.snapshot.interval_seconds, 30u);
   EXPECT_EQ(c.snapshot.every_batches, 0u);
   EXPECT_TRUE(c.snapshot.on_shutdown);
@@ -169,7 +170,7 @@ metrics:
   listen: ""
 data_dir: ""
 on_corrupt: start-empty
-index_core: runs
+index_core: blocks
 snapshot: {interval_seconds: 0, every_batches: 18446744073709551615, on_shutdown: false, sync: False}
 ingest:
   threads: 64
@@ -195,7 +196,7 @@ engines:
   EXPECT_EQ(c.metrics.listen, "");
   EXPECT_EQ(c.data_dir, "");
   EXPECT_EQ(c.on_corrupt, OnCorruptData::kStartEmpty);
-  EXPECT_EQ(c.index_core, IndexCore::kRuns);
+  EXPECT_EQ(c.index_core, IndexCore::kBlocks);
   EXPECT_EQ(c.snapshot.interval_seconds, 0u);
   EXPECT_EQ(c.snapshot.every_batches, UINT64_MAX);
   EXPECT_FALSE(c.snapshot.on_shutdown);

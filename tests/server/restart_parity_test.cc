@@ -11,8 +11,9 @@
 // replays starts with a BlockRemoved (an eviction before any store), the
 // shape that exposed the drift; and an engine restarts while one node is
 // away, so the two applied different histories before that source's clear.
-// Run once more with the restarted node on the run core (IndexCore::kRuns):
-// both cores must hold the same blocks, counts, stamps and clocks.
+// Run on the default core (the run core), on the per-block core, and with
+// a run-core node restarting beside a per-block one: both cores must hold
+// the same blocks, counts, stamps and clocks.
 #include <algorithm>
 #include <atomic>
 #include <functional>
@@ -121,10 +122,10 @@ void SnapshotWhileServing(Node* node, const std::function<void()>& traffic) {
   t.join();
 }
 
-// `b_core`: the restarted node's index core (the never-restarted one keeps
-// the default), so that the run core is held to the same truth through
-// ingest, snapshots, restores, replay and an engine restart.
-void RunParity(IndexCore b_core) {
+// `a_core`, `b_core`: the never-restarted and the restarted node's index
+// cores, so that each core is held to the same truth through ingest,
+// snapshots, restores, replay and an engine restart.
+void RunParity(IndexCore a_core, IndexCore b_core) {
   Engines e;
   for (size_t k = 0; k < kRanks; ++k) {
     e.ranks.push_back(MakeRank("vllm-" + std::to_string(k), kPoolBlocks));
@@ -133,7 +134,8 @@ void RunParity(IndexCore b_core) {
   ASSERT_NO_FATAL_FAILURE(e.Traffic(8));  // pools full before any kvidx runs
 
   TempDir dir_a, dir_b;
-  const ServerConfig cfg_a = NodeConfig(dir_a, e, /*persistent=*/false);
+  ServerConfig cfg_a = NodeConfig(dir_a, e, /*persistent=*/false);
+  cfg_a.index_core = a_core;
   ServerConfig cfg_b = NodeConfig(dir_b, e, /*persistent=*/true);
   cfg_b.index_core = b_core;
   std::unique_ptr<Node> a = StartNode(cfg_a);
@@ -178,9 +180,13 @@ void RunParity(IndexCore b_core) {
   }
 }
 
-TEST(RestartParity, KilledAndStoppedNodesEqualANeverRestartedPeerBlockByBlock) { RunParity(IndexCore::kBlocks); }
+TEST(RestartParity, KilledAndStoppedNodesEqualANeverRestartedPeerBlockByBlock) {
+  RunParity(ServerConfig{}.index_core, ServerConfig{}.index_core);
+}
 
-TEST(RestartParity, ARunCoreNodeEqualsABlockCoreNodeAcrossRestarts) { RunParity(IndexCore::kRuns); }
+TEST(RestartParity, OnThePerBlockCoreToo) { RunParity(IndexCore::kBlocks, IndexCore::kBlocks); }
+
+TEST(RestartParity, ARunCoreNodeEqualsABlockCoreNodeAcrossRestarts) { RunParity(IndexCore::kBlocks, IndexCore::kRuns); }
 
 }  // namespace
 }  // namespace kvidx::server::testing
