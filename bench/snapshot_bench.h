@@ -11,7 +11,9 @@
 // and the medians.
 //
 // Flags: --n=N (10000000) --sources=S (64) --runs=R (3) --dir=PATH (a new
-// directory under $TMPDIR or /tmp, removed afterwards).
+// directory under $TMPDIR or /tmp, removed afterwards) --core=blocks|runs
+// (blocks: the per-block core, its capture sorted as the server sorts it;
+// runs: the run core, its capture kept in run order).
 #pragma once
 
 // Global namespace: bench/main.cc dispatches `kvidx-bench snapshot ...` to it.

@@ -29,9 +29,10 @@
 // replica), --expand=E (32, at most 1024), --runs=R (3),
 // --impl=all|both|kvidx|naive|radix|runs|core|kvidx-runs (all; both:
 // kvidx and naive; kvidx-runs: BlockIndex on the run core), --passes=N
-// (1: a soak replays the trace N times, each pass with new contents
+// (1, at most 1000: a soak replays the trace N times, each pass with new contents
 // that evict the last pass's, and adds a line with the index's allocated
-// bytes and resident growth after the first and the last pass; the
+// bytes, resident growth and the fleet's held blocks after the first and
+// the last pass (a fair comparison once the first pass filled the fleet); the
 // checksum is then the soak's, not workload.md's).
 // Returns 0 on success; 1 on bad flags or a failed run (an index call
 // failed, or the index's blocks per replica differ from the fleet's at the

@@ -55,6 +55,7 @@ struct W2Run {
   // After the first pass (W2Params::passes > 1): the soak's baseline.
   IndexMemory first_pass_memory;
   uint64_t first_pass_rss_growth = 0;
+  uint64_t first_pass_held_blocks = 0;   // the fleet's: a fair baseline once it is full
   // The routed replica's match over requests (what a query walk must cover;
   // a property of the workload, equal for every correct index).
   uint32_t match_p50 = 0, match_p90 = 0, match_p99 = 0, match_max = 0;
@@ -126,6 +127,7 @@ class W2Replay {
       if (pass > 0 || passes_ == 1) continue;
       const uint64_t rss = ResidentBytes();
       out_.first_pass_rss_growth = rss > rss0 ? rss - rss0 : 0;
+      out_.first_pass_held_blocks = fleet_.held_blocks();
       if constexpr (requires(const Index& i) { i.Memory(); }) out_.first_pass_memory = index.Memory();
     }
     out_.loop_s = internal::Since(loop0, internal::Clock::now());

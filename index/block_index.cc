@@ -1343,7 +1343,14 @@ Status BlockIndex::Restore(const IndexSnapshot& snap) {
 }
 
 bool SameContents(const IndexSnapshot& a, const IndexSnapshot& b) {
-  if (a.models.size() != b.models.size() || a.source_clocks != b.source_clocks || a.owners != b.owners) return false;
+  auto same_owner = [](OwnerRecord x, OwnerRecord y) {
+    x.follows = y.follows = false;
+    return x == y;
+  };
+  if (a.models.size() != b.models.size() || a.source_clocks != b.source_clocks ||
+      !std::equal(a.owners.begin(), a.owners.end(), b.owners.begin(), b.owners.end(), same_owner)) {
+    return false;
+  }
   for (size_t i = 0; i < a.models.size(); ++i) {
     const ModelOptions& x = a.models[i].second;
     const ModelOptions& y = b.models[i].second;

@@ -90,8 +90,9 @@
 // on both. A query's hits on the run core are as of the end of the last
 // write call (a segment's holders can be a write section newer than its
 // hits). A restore into the run core rebuilds the runs of a run-order
-// capture (DumpUnsorted: records flagged `follows`) whole, and packs other
-// keys, in snapshot order, into runs of up to 64: from a key-sorted
+// capture (DumpUnsorted: records flagged `follows`) whole, breaking them
+// only where a position no owner held was left out, and packs other keys,
+// in snapshot order, into runs of up to 64: from a key-sorted
 // snapshot (Dump, or a per-block core's) the keys cost what they cost
 // stored and answer the same, but a query looks each restored block up
 // until the blocks leave and are stored again. Memory walks the model's
@@ -165,10 +166,12 @@ struct OwnerRecord {
   uint32_t refcount = 1;
   uint32_t hits = 0;
   uint32_t stamp = 0;   // recency: the source's logical clock at the last touch
-  // The key comes right after the previous record's key in its chain (a
-  // run core's run-order capture says so; a sorted list never does). A
-  // restore into the run core continues the previous key's run with it,
-  // so runs come back whole; an untrue flag costs structure, not answers.
+  // The key comes right after the previous record's key (same model) in
+  // the run core's run (its run-order capture says so; a sorted list never
+  // does). A restore into the run core continues the previous key's run
+  // with it, so runs come back whole up to any position no owner held;
+  // an untrue flag costs structure, not answers. A layout hint, not
+  // content: SameContents ignores it.
   bool follows = false;
 
   friend bool operator==(const OwnerRecord&, const OwnerRecord&) = default;
@@ -306,7 +309,8 @@ class BlockIndex {
 // tier, group); no record follows another in that order.
 void SortSnapshot(IndexSnapshot* snapshot);
 
-// Equality of two snapshots (the persistence issue's round-trip check).
+// Equality of two snapshots (the persistence issue's round-trip check);
+// OwnerRecord::follows, a layout hint, is not compared.
 bool SameContents(const IndexSnapshot& a, const IndexSnapshot& b);
 
 }  // namespace kvidx

@@ -429,7 +429,7 @@ Status DecodeSources(std::string_view payload, std::vector<ingest::SourceWaterma
 }
 
 // Columns: u32 n | u16 model[n] | u16 source[n] | u8 tier[n] | u8 keylen[n]
-// | u32 group[n] | u32 refcount[n] | u32 hits[n] | u32 stamp[n] | u64 wire[n]
+// | u8 follows[n] (version >= 2; 0 or 1) | u32 group[n] | u32 refcount[n] | u32 hits[n] | u32 stamp[n] | u64 wire[n]
 // | digest bytes of the bytes-form keys, in order.
 void EncodeOwners(std::span<const OwnerRecord> owners, std::string* out, uint32_t version) {
   const size_t n = owners.size();

@@ -327,9 +327,13 @@ size_t RunStore::Restore(std::span<const Holding> rows, bool pack) {
   // The previous row's entry: in ForEachHolding's order, the next row's
   // key (another owner of it) or its parent, found without a lookup. With
   // `pack`, the last call's last row, while its entry still holds its key.
-  const bool packed = pack && packed_.id != kNone && KeyOf(packed_.id) == packed_key_ &&
-                      FormAt(packed_.id) == packed_form_ && PlaceOf(packed_.id).run == packed_.run;
-  Place last = packed ? packed_ : Place{};
+  // The entry must still be live (below its run's length: its run may have
+  // been freed and the page reused) and hold the key.
+  const Place was = packed_.id == kNone ? Place{} : PlaceOf(packed_.id);
+  const bool packed = pack && packed_.id != kNone && was.run == packed_.run && was.run != kNone &&
+                      was.pos < RunAt(was.run).len() && KeyOf(packed_.id) == packed_key_ &&
+                      FormAt(packed_.id) == packed_form_;
+  Place last = packed ? was : Place{};
   uint64_t last_key = packed_key_;
   KeyForm last_form = packed_form_;
   for (const Holding& row : rows) {

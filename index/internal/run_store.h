@@ -143,7 +143,8 @@ class RunStore {
 
   // Drops every key the owner holds, whatever its copies (ClearSource);
   // with `gone`, their stamps are appended to it in no particular order.
-  // Returns how many keys it held. O(runs the owner joined + its keys).
+  // Returns how many keys it held. O(runs the owner joined x their rows
+  // and words + its keys).
   size_t Clear(uint32_t owner, std::vector<uint32_t>* gone = nullptr);
 
   // The owner's stamps move down by `base` (older ones become 0: a clock

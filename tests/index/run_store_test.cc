@@ -548,6 +548,29 @@ TEST(RunStoreTest, PackedRestoreInRunOrderKeepsRunsInPieces) {
   EXPECT_GE(following, keys - keys / RunStore::kPackedRun - 1);
 }
 
+// A packed restore remembers its last entry across calls; when that
+// entry's run was freed and its pages reused, the entry is not the key's
+// any more and the next row finds its key anew.
+TEST(RunStoreTest, PackedRestoreDoesNotTrustAnEntryWhoseRunWasReused) {
+  EpochDomain epoch;
+  RunStore store(epoch);
+  const uint32_t a = OwnerKey(0, 0, 0), b = OwnerKey(1, 0, 0);
+  std::vector<RunStore::Holding> rows;
+  for (uint64_t k = 1; k <= 20; ++k) rows.push_back({MixKey(k), a, 1, 0, 5, std::nullopt});
+  for (const RunStore::Holding& h : rows) ASSERT_EQ(store.Restore(std::span(&h, 1), /*pack=*/true), 1u);
+  // The last key sat at position 19 (the second page, slot 3); its run and
+  // pages are freed, and the key comes back at position 0 of the reused run.
+  ASSERT_EQ(store.Clear(a), 20u);
+  const uint64_t last = MixKey(20);
+  store.Store(a, std::span(&last, 1), nullptr, 9);
+  const RunStore::Holding other{last, b, 1, 0, 5, std::nullopt};
+  ASSERT_EQ(store.Restore(std::span(&other, 1), /*pack=*/true), 1u);
+  EXPECT_EQ(store.Copies(b, last), 1u);
+  EXPECT_EQ(store.Copies(a, last), 1u);
+  EXPECT_EQ(store.HeldKeys(), 1u);
+  EXPECT_EQ(store.HeldByAll(), 2u);
+}
+
 // Restore stops at a row whose owner already holds its key and reports
 // the rows applied before it; those stay fully indexed.
 TEST(RunStoreTest, RestoreStopsAtADuplicate) {
