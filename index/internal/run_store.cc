@@ -115,7 +115,7 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
       const bool extend = at.run != kNone && at.pos + 1 == RunAt(at.run).len();
       at = Append(extend ? at.run : NewRun(), key, hash, free_slot, form);
     }
-    Count(at, owner, rule, batch, extra, hits, note);
+    Count(at, owner, rule, batch, extra, hits, note, /*new_key=*/id == kNone);
     Batched(batch, at, stamp, owner, /*hit=*/false);
   }
   Apply(batch, owner, /*hit=*/false);
@@ -125,8 +125,8 @@ void RunStore::Store(uint32_t owner, std::span<const uint64_t> keys, const uint6
 }
 
 void RunStore::Count(const Place& at, uint32_t owner, StoreRule rule, const Batch& stamps, Batch& extra,
-                     Batch& hits, KeyNote* note) {
-  const bool fresh = Hold(RunAt(at.run), at, owner);
+                     Batch& hits, KeyNote* note, bool new_key) {
+  const bool fresh = Hold(RunAt(at.run), at, owner, new_key);
   if (note != nullptr) {
     if (fresh) {
       *note = KeyNote{KeyNote::kNew, 0};
@@ -162,7 +162,7 @@ void RunStore::ApplyCounts(Batch& batch, uint32_t owner, HitRanges OwnerRanges::
   batch.run = kNone;
 }
 
-bool RunStore::HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t row) {
+bool RunStore::HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t row, bool new_key) {
   Write(at.run);
   HolderBlock* h = run.block();
   const uint32_t words = at.pos / 64 + 1;
@@ -182,7 +182,7 @@ bool RunStore::HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t r
     Joined(owner, at.run);
   }
   if (!h->Set(row, at.pos)) return false;
-  if (!h->HeldByOther(row, at.pos)) ++held_keys_;
+  if (new_key || !h->HeldByOther(row, at.pos)) ++held_keys_;
   return true;
 }
 

@@ -434,9 +434,10 @@ class RunStore {
   // hold, a copy beyond the first (joins `extra`) or a hit (joins `hits`);
   // batches are positions of one run, counted when applied. `stamps` is
   // the store's pending stamp batch (a repeated key's old stamp may be in
-  // it). Fills `note` when given.
+  // it). Fills `note` when given. `new_key`: the entry was just appended
+  // (no other owner can hold it).
   void Count(const Place& at, uint32_t owner, StoreRule rule, const Batch& stamps, Batch& extra, Batch& hits,
-             KeyNote* note);
+             KeyNote* note, bool new_key = false);
   // One more count over the batch's positions in the owner's `which`.
   void ApplyCounts(Batch& batch, uint32_t owner, HitRanges OwnerRanges::*which);
   // Adds `at` to `batch` (applied first when `at` does not continue it).
@@ -445,14 +446,16 @@ class RunStore {
   // not held. Unhold drops the owner's row when it held nothing else.
   // Inline: a store or removal calls one per block, and the usual case
   // (the owner's row exists and the bit has room) is a few loads.
-  bool Hold(Run& run, const Place& at, uint32_t owner) {
+  // `new_key`: nobody else can hold the entry (it was just appended), so
+  // the held-key count needs no look at the other rows.
+  bool Hold(Run& run, const Place& at, uint32_t owner, bool new_key = false) {
     HolderBlock* h = run.block();
     const uint32_t row = h == nullptr ? HolderBlock::kNoRow : h->Find(owner);
-    if (row == HolderBlock::kNoRow || at.pos / 64 >= h->words()) return HoldGrowing(run, at, owner, row);
+    if (row == HolderBlock::kNoRow || at.pos / 64 >= h->words()) return HoldGrowing(run, at, owner, row, new_key);
     if (h->Has(row, at.pos)) return false;
     Write(at.run);
     h->Set(row, at.pos);
-    if (!h->HeldByOther(row, at.pos)) ++held_keys_;
+    if (new_key || !h->HeldByOther(row, at.pos)) ++held_keys_;
     return true;
   }
   bool Unhold(Run& run, const Place& at, uint32_t owner) {
@@ -470,7 +473,7 @@ class RunStore {
   }
   // Hold when the block needs a row for the owner or more words (`row`:
   // the owner's, or kNoRow).
-  bool HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t row);
+  bool HoldGrowing(Run& run, const Place& at, uint32_t owner, uint32_t row, bool new_key);
   // The owner's holding of position `pos` (key `key`) of `run`.
   Holding HoldingAt(const Run& run, uint32_t owner, uint32_t pos, uint64_t key,
                     std::optional<uint64_t> parent) const {
