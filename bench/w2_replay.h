@@ -124,11 +124,7 @@ class W2Replay {
       for (size_t i = 0; i < trace_.requests(); ++i) {
         if (!Request(index, pass, i)) return out_;
       }
-      if (pass > 0 || passes_ == 1) continue;
-      const uint64_t rss = ResidentBytes();
-      out_.first_pass_rss_growth = rss > rss0 ? rss - rss0 : 0;
-      out_.first_pass_held_blocks = fleet_.held_blocks();
-      if constexpr (requires(const Index& i) { i.Memory(); }) out_.first_pass_memory = index.Memory();
+      if (pass == 0 && passes_ > 1) MarkFirstPass(index, rss0);
     }
     out_.loop_s = internal::Since(loop0, internal::Clock::now());
     out_.loop_cpu_s = internal::ThreadCpuSeconds() - cpu0;
@@ -142,7 +138,16 @@ class W2Replay {
   }
 
  private:
-  // Steps 1-5 of workload.md for request i. False if an index call failed.
+  // The soak's baseline: what the index and the process hold after pass 0.
+  void MarkFirstPass(const Index& index, uint64_t rss0) {
+    const uint64_t rss = ResidentBytes();
+    out_.first_pass_rss_growth = rss > rss0 ? rss - rss0 : 0;
+    out_.first_pass_held_blocks = fleet_.held_blocks();
+    if constexpr (requires(const Index& i) { i.Memory(); }) out_.first_pass_memory = index.Memory();
+  }
+
+  // Steps 1-5 of workload.md for request i of pass `pass`. False if an
+  // index call failed.
   bool Request(Index& index, uint32_t pass, size_t i) {
     std::span<const uint64_t> hashes = trace_.Request(i);
     if (pass > 0) {
@@ -150,19 +155,19 @@ class W2Replay {
       for (size_t j = 0; j < hashes.size(); ++j) salted_[j] = hashes[j] ^ salt;
       hashes = std::span<const uint64_t>(salted_.data(), hashes.size());
     }
-    i += pass * trace_.requests();
+    const size_t slot = pass * trace_.requests() + i;   // in the per-request figures
     for (size_t j = 0; j < hashes.size(); ++j) keys_[j] = Index::MakeKey(hashes[j]);
     const std::span<const Key> request(keys_.data(), hashes.size());
     const auto t0 = internal::Clock::now();
     Status s = index.Query(request, match_);
     const double took = internal::Since(t0, internal::Clock::now());
     if (!internal::Check(s, "query")) return false;
-    latency_ns_[i] = took * 1e9;
+    latency_ns_[slot] = took * 1e9;
     out_.query_s += took;
     const uint32_t replica = fleet_.Route(match_);
     ++out_.checksum.requests;
     out_.checksum.checksum_match += match_[replica];
-    best_match_[i] = match_[replica];
+    best_match_[slot] = match_[replica];
     fleet_.Apply(replica, hashes, &runs_);
     return StoreRuns(index, replica, request) && RemoveEvicted(index, replica);
   }

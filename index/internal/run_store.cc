@@ -326,14 +326,8 @@ size_t RunStore::Restore(std::span<const Holding> rows, bool pack) {
   size_t applied = 0;
   // The previous row's entry: in ForEachHolding's order, the next row's
   // key (another owner of it) or its parent, found without a lookup. With
-  // `pack`, the last call's last row, while its entry still holds its key.
-  // The entry must still be live (below its run's length: its run may have
-  // been freed and the page reused) and hold the key.
-  const Place was = packed_.id == kNone ? Place{} : PlaceOf(packed_.id);
-  const bool packed = pack && packed_.id != kNone && was.run == packed_.run && was.run != kNone &&
-                      was.pos < RunAt(was.run).len() && KeyOf(packed_.id) == packed_key_ &&
-                      FormAt(packed_.id) == packed_form_;
-  Place last = packed ? was : Place{};
+  // `pack`, the last call's last row.
+  Place last = pack ? LastRestored() : Place{};
   uint64_t last_key = packed_key_;
   KeyForm last_form = packed_form_;
   for (const Holding& row : rows) {
@@ -374,6 +368,16 @@ size_t RunStore::Restore(std::span<const Holding> rows, bool pack) {
   }
   Finish();
   return applied;
+}
+
+RunStore::Place RunStore::LastRestored() const {
+  if (packed_.id == kNone) return {};
+  // The entry must still be live (below its run's length: its run may have
+  // been freed and the page reused) and hold the key.
+  const Place was = PlaceOf(packed_.id);
+  const bool live = was.run == packed_.run && was.pos < RunAt(was.run).len() && KeyOf(packed_.id) == packed_key_ &&
+                    FormAt(packed_.id) == packed_form_;
+  return live ? was : Place{};
 }
 
 void RunStore::Batched(Batch& batch, const Place& at, uint32_t stamp, uint32_t owner, bool hit) {

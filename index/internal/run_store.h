@@ -520,6 +520,9 @@ class RunStore {
   uint32_t NewRun();
   uint32_t NewPage(uint32_t run, uint32_t base);
   void GrowTable();
+  // packed_ at its current place while its entry still holds packed_key_
+  // (of packed_form_); else no place.
+  Place LastRestored() const;
   // Drops the run's unheld tail, and the run if nothing is left.
   void Prune(uint32_t run);
   // Publishes a new hit view of `run` from its ranges.
